@@ -1,0 +1,16 @@
+import { parseArgs } from 'node:util';
+import { buildAccountService } from './server.js';
+
+const { values } = parseArgs({
+  options: { port: { type: 'string', default: '8081' }, host: { type: 'string', default: '127.0.0.1' }, billing: { type: 'boolean', default: false } },
+});
+const app = buildAccountService({ billingEnabled: values.billing ?? false });
+await app.listen({ port: Number(values.port), host: values.host });
+const port = (app.server.address() as { port: number }).port;
+process.stdout.write(`${JSON.stringify({ event: 'listening', port })}\n`);
+const stop = async () => {
+  await app.close();
+  process.exit(0);
+};
+process.once('SIGINT', stop);
+process.once('SIGTERM', stop);

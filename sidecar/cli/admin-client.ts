@@ -1,0 +1,52 @@
+/** A small client of the sidecar's operator API (used by the CLI, `npm start` and the tests). */
+export interface KeyCreated {
+  key: string;
+  id: string;
+  tenant_id: string;
+  display: string;
+  scopes: string[];
+  allowed_ips: string[] | null;
+  status: string;
+}
+
+export class AdminError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+    this.name = 'AdminError';
+  }
+}
+
+export class AdminClient {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly token: string,
+  ) {}
+
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const res = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    const parsed = text ? (JSON.parse(text) as unknown) : {};
+    if (!res.ok) throw new AdminError(res.status, (parsed as { error?: string }).error ?? `HTTP ${res.status}`);
+    return parsed as T;
+  }
+
+  createTenant(name: string) {
+    return this.call<{ id: string; name: string; created_at: string }>('POST', '/admin/tenants', { name });
+  }
+  listTenants() {
+    return this.call<{ data: Array<{ id: string; name: string; created_at: string }> }>('GET', '/admin/tenants');
+  }
+  createKey(tenantId: string, opts: { name?: string; scopes?: string[]; allowed_ips?: string[] | null } = {}) {
+    return this.call<KeyCreated>('POST', `/admin/tenants/${encodeURIComponent(tenantId)}/keys`, opts);
+  }
+  listKeys(tenantId: string) {
+    return this.call<{ data: Array<Omit<KeyCreated, 'key'>> }>('GET', `/admin/tenants/${encodeURIComponent(tenantId)}/keys`);
+  }
+  revokeKey(keyId: string) {
+    return this.call<Omit<KeyCreated, 'key'>>('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`, {});
+  }
+}

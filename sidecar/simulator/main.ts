@@ -1,0 +1,96 @@
+/**
+ * CLI for the upstream simulator:
+ *
+ *   tsx sidecar/simulator/main.ts --port 0 --host 127.0.0.1 [--latency-ms N]
+ *     [--chunk-delay-ms N] [--dims 3584] [--reasoning-models m1,m2]
+ *     [--models m1,m2] [--completion-tokens 16] [--reasoning-tokens 24]
+ *     [--api-key KEY] [--log]
+ *
+ * Prints one JSON line `{"event":"listening","port":N}` to stdout when ready;
+ * exits cleanly on SIGINT/SIGTERM.
+ */
+import { parseArgs } from 'node:util';
+import { createSimulator } from './server.js';
+
+const USAGE =
+  'usage: main.ts [--port N] [--host H] [--latency-ms N] [--chunk-delay-ms N] [--dims N] ' +
+  '[--reasoning-models a,b] [--models a,b] [--completion-tokens N] [--reasoning-tokens N] [--api-key KEY] [--log]';
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function int(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) fail(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+function list(value: string | undefined): string[] | undefined {
+  return value === undefined ? undefined : value.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+async function main(): Promise<void> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        port: { type: 'string', default: '0' },
+        host: { type: 'string', default: '127.0.0.1' },
+        'latency-ms': { type: 'string' },
+        'chunk-delay-ms': { type: 'string' },
+        dims: { type: 'string' },
+        'reasoning-models': { type: 'string' },
+        models: { type: 'string' },
+        'completion-tokens': { type: 'string' },
+        'reasoning-tokens': { type: 'string' },
+        'api-key': { type: 'string' },
+        log: { type: 'boolean', default: false },
+        help: { type: 'boolean', default: false },
+      },
+      strict: true,
+    }));
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  let sim;
+  try {
+    sim = createSimulator({
+      latencyMs: int('latency-ms', values['latency-ms']),
+      chunkDelayMs: int('chunk-delay-ms', values['chunk-delay-ms']),
+      dims: int('dims', values.dims),
+      reasoningModels: list(values['reasoning-models']),
+      models: list(values.models),
+      completionTokens: int('completion-tokens', values['completion-tokens']),
+      reasoningTokens: int('reasoning-tokens', values['reasoning-tokens']),
+      apiKey: values['api-key'] ?? null,
+      logger: values.log,
+    });
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  const { port } = await sim.listen(int('port', values.port) ?? 0, values.host);
+  process.stdout.write(`${JSON.stringify({ event: 'listening', port })}\n`);
+
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    sim.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`simulator failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});

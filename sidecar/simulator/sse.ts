@@ -1,0 +1,102 @@
+/**
+ * A server-sent-events writer over a raw Node response. Each event is its own
+ * network write; waits (chunk delays, backpressure, hangs) end early when the
+ * client goes away, so disconnects are noticed promptly.
+ */
+import type { ServerResponse } from 'node:http';
+
+export const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  connection: 'keep-alive',
+} as const;
+
+export class SseWriter {
+  /** The response or its connection has closed. */
+  closed = false;
+  /** We finished the response (end or kill); a close after this is not the client's doing. */
+  endedByUs = false;
+  private wake: (() => void) | null = null;
+  private turns = 0;
+
+  constructor(
+    private readonly res: ServerResponse,
+    onClose: (byClient: boolean) => void,
+  ) {
+    res.once('close', () => {
+      this.closed = true;
+      this.wake?.();
+      onClose(!this.endedByUs);
+    });
+  }
+
+  start(): void {
+    this.res.socket?.setNoDelay(true);
+    this.res.writeHead(200, SSE_HEADERS);
+  }
+
+  /** Writes one event; false once the client is gone. */
+  async send(event: string): Promise<boolean> {
+    if (this.closed) return false;
+    const ok = this.res.write(event);
+    // Node corks the socket for the rest of the tick on a chunked write; flush
+    // now so every event leaves as its own network write.
+    this.res.socket?.uncork();
+    if (!ok) {
+      await this.waitFor((resume) => {
+        this.res.once('drain', resume);
+        return () => this.res.off('drain', resume);
+      });
+    }
+    return !this.closed;
+  }
+
+  /**
+   * Waits ms; ends early on close. With 0 it yields to the event loop only
+   * every 32 events (enough to notice disconnects on long streams) and
+   * returns undefined otherwise, keeping zero-delay streams cheap.
+   */
+  pause(ms: number): Promise<void> | undefined {
+    if (ms <= 0 && ++this.turns % 32 !== 0) return undefined;
+    if (ms > 0) {
+      return this.waitFor((resume) => {
+        const t = setTimeout(resume, ms);
+        return () => clearTimeout(t);
+      });
+    }
+    return this.waitFor((resume) => {
+      const t = setImmediate(resume);
+      return () => clearImmediate(t);
+    });
+  }
+
+  /** Waits until the connection closes (the hang directive). */
+  untilClosed(): Promise<void> {
+    return this.waitFor(() => () => {});
+  }
+
+  end(last: string): void {
+    this.endedByUs = true;
+    this.res.end(last);
+  }
+
+  /** Drops the connection mid-response. */
+  kill(): void {
+    this.endedByUs = true;
+    this.res.destroy();
+  }
+
+  private waitFor(arm: (resume: () => void) => () => void): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      let disarm: () => void = () => {};
+      const resume = (): void => {
+        disarm();
+        this.wake = null;
+        resolve();
+      };
+      this.wake = resume;
+      disarm = arm(resume);
+    });
+  }
+}

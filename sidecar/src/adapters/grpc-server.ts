@@ -1,0 +1,35 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { AuthorizationService, type AuthorizationServer } from '../generated/envoy/service/auth/v3/external_auth.js';
+import { ExternalProcessorService, type ExternalProcessorServer } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
+
+/** Serves ext_authz and ext_proc on one gRPC server ("unix:/path" or "host:port"). */
+export async function startGrpcServer(
+  address: string,
+  services: { authz: AuthorizationServer; extProc: ExternalProcessorServer },
+): Promise<{ port: number; close: () => Promise<void> }> {
+  const server = new Server({
+    'grpc.max_receive_message_length': 64 * 1024 * 1024,
+    'grpc.max_send_message_length': 64 * 1024 * 1024,
+    'grpc.keepalive_permit_without_calls': 1,
+    'grpc.http2.min_ping_interval_without_data_ms': 10_000,
+  });
+  server.addService(AuthorizationService, services.authz as never);
+  server.addService(ExternalProcessorService, services.extProc as never);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 5000);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }),
+  };
+}

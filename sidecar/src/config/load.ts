@@ -1,0 +1,116 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { ConfigSchema, type Config } from './schema.js';
+import { defaultConfig } from './defaults.js';
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+type Plain = Record<string, unknown>;
+
+const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Objects merge key by key; arrays and scalars from `over` replace. */
+function merge(base: Plain, over: Plain): Plain {
+  const out: Plain = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = isPlain(b) && isPlain(v) ? merge(b, v) : v;
+  }
+  return out;
+}
+
+function setPath(obj: Plain, path: readonly string[], value: unknown): void {
+  let node = obj;
+  for (const key of path.slice(0, -1)) {
+    const next = node[key];
+    node = isPlain(next) ? next : (node[key] = {});
+  }
+  node[path[path.length - 1] as string] = value;
+}
+
+/** Environment overrides for what deployers change; documented in the README. */
+function applyEnv(raw: Plain, env: Env, problems: string[]): void {
+  const num = (name: string, path: string[]) => {
+    const v = env[name];
+    if (v === undefined || v === '') return;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) problems.push(`${name}: must be a port number`);
+    else setPath(raw, path, n);
+  };
+  const str = (name: string, path: string[]) => {
+    const v = env[name];
+    if (v !== undefined && v !== '') setPath(raw, path, v);
+  };
+  num('GATEWAY_PORT', ['listen', 'gateway', 'port']);
+  str('GATEWAY_HOST', ['listen', 'gateway', 'host']);
+  num('ENVOY_ADMIN_PORT', ['listen', 'envoyAdmin', 'port']);
+  num('ADMIN_PORT', ['listen', 'admin', 'port']);
+  str('SIDECAR_GRPC', ['listen', 'sidecarGrpc']);
+  str('UPSTREAM_URL', ['upstream', 'baseUrl']);
+  str('UPSTREAM_API_KEY_FILE', ['upstream', 'apiKeyFile']);
+  str('ACCOUNT_SERVICE_URL', ['accountService', 'url']);
+  str('LOG_LEVEL', ['log', 'level']);
+  if (env.REDIS_URL) setPath(raw, ['store'], { kind: 'redis', url: env.REDIS_URL });
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/**
+ * Loads the configuration once: embedded defaults, then the file named by
+ * `path` (or GATEWAY_CONFIG), then environment overrides. Throws ConfigError
+ * listing every problem found.
+ */
+export function loadConfig(opts: { path?: string | undefined; env?: Env } = {}): Config {
+  const env = opts.env ?? process.env;
+  const path = opts.path ?? env.GATEWAY_CONFIG;
+  const problems: string[] = [];
+  let fromFile: Plain = {};
+  if (path) {
+    try {
+      const parsed: unknown = parseYaml(readFileSync(path, 'utf8'));
+      if (parsed === null || parsed === undefined) fromFile = {};
+      else if (isPlain(parsed)) fromFile = parsed;
+      else problems.push(`${path}: the top level must be a mapping`);
+    } catch (err) {
+      problems.push(`${path}: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
+  const brand = typeof fromFile.brand === 'string' ? fromFile.brand : 'svc';
+  const raw = merge(defaultConfig(brand), fromFile);
+  applyEnv(raw, env, problems);
+  return parseConfig(raw, problems);
+}
+
+/** Validates an already-assembled raw object (used by tests and the loader). */
+export function parseConfig(raw: unknown, earlier: readonly string[] = []): Config {
+  const result = ConfigSchema.safeParse(raw);
+  const problems = [...earlier];
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      const where = issue.path.length ? issue.path.join('.') : '(root)';
+      problems.push(`${where}: ${issue.message}`);
+    }
+  }
+  if (problems.length || !result.success) throw new ConfigError(problems);
+  return deepFreeze(result.data);
+}
+
+/** The provider key: file wins over environment variable; undefined if neither is set. */
+export function readUpstreamKey(cfg: Config, env: Env = process.env): string | undefined {
+  const { apiKeyFile, apiKeyEnv } = cfg.upstream;
+  if (apiKeyFile) return readFileSync(apiKeyFile, 'utf8').trim() || undefined;
+  if (apiKeyEnv) return env[apiKeyEnv]?.trim() || undefined;
+  return undefined;
+}

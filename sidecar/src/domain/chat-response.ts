@@ -1,0 +1,47 @@
+import { isObject, tryParseJson } from '../util/json.js';
+import type { InferenceContext } from './request-context.js';
+import { svcBlock } from './svc-block.js';
+import { readUsage, usageJson, type Usage } from './usage.js';
+
+export type Rewritten = { ok: true; body: string; usage: Usage | undefined } | { ok: false };
+
+const MESSAGE_FIELDS = ['role', 'content', 'tool_calls', 'function_call', 'refusal'] as const;
+
+/** Keeps only the documented message fields: reasoning text and vendor extras stay behind. */
+export function cleanMessage(m: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (!isObject(m)) return out;
+  for (const f of MESSAGE_FIELDS) if (m[f] !== undefined) out[f] = m[f];
+  return out;
+}
+
+/**
+ * Rewrites a provider's chat.completion for the caller: the alias as model,
+ * the request id as id, no reasoning text, no vendor fields, the svc block.
+ * A body that is not a chat completion is a provider failure (ok: false).
+ */
+export function rewriteChatCompletion(raw: Buffer, ctx: InferenceContext, requestId: string, brand: string): Rewritten {
+  const parsed = tryParseJson(raw);
+  if (!isObject(parsed) || !Array.isArray(parsed.choices)) return { ok: false };
+  const choices = parsed.choices.map((c: unknown, i: number) => {
+    const choice = isObject(c) ? c : {};
+    const out: Record<string, unknown> = {
+      index: typeof choice.index === 'number' ? choice.index : i,
+      message: cleanMessage(choice.message),
+      finish_reason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
+    };
+    if (choice.logprobs !== undefined) out.logprobs = choice.logprobs;
+    return out;
+  });
+  const usage = readUsage(parsed.usage);
+  const body: Record<string, unknown> = {
+    id: requestId,
+    object: 'chat.completion',
+    created: typeof parsed.created === 'number' ? parsed.created : Math.floor(Date.now() / 1000),
+    model: ctx.resolved.alias,
+    choices,
+  };
+  if (usage) body.usage = usageJson(usage);
+  body[brand] = svcBlock(ctx, requestId);
+  return { ok: true, body: JSON.stringify(body), usage };
+}

@@ -1,0 +1,62 @@
+/**
+ * The one error catalogue. Every error the gateway itself produces under the
+ * version prefix is an entry here: stable code, HTTP status, type and a fixed
+ * message. Messages never echo a caller's value, a key, a prompt or an
+ * internal model name.
+ */
+
+export interface ErrorEntry {
+  readonly status: number;
+  readonly type: string;
+  readonly code: string | null;
+  readonly message: string;
+  /** Extra response headers (e.g. Retry-After). */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+const entry = (e: ErrorEntry): ErrorEntry => Object.freeze(e);
+
+export const Errors = Object.freeze({
+  invalidRequest: entry({ status: 400, type: 'invalid_request_error', code: 'invalid_request', message: 'The request body is invalid.' }),
+  unknownModel: entry({ status: 400, type: 'invalid_request_error', code: 'SRV_001', message: 'Unknown model.' }),
+  wrongEndpointForModel: entry({ status: 400, type: 'invalid_request_error', code: 'SRV_001', message: 'This model is not served on this endpoint.' }),
+  emptyInput: entry({ status: 400, type: 'invalid_request_error', code: 'SRV_001', message: 'input must be non-empty.' }),
+  invalidApiKey: entry({ status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'Invalid or missing API key. Send a valid key in the X-API-Key header.' }),
+  missingCredentials: entry({ status: 401, type: 'authentication_error', code: 'AUTH_001', message: 'Missing credentials' }),
+  insufficientScope: entry({ status: 403, type: 'permission_error', code: 'insufficient_scope', message: 'This key lacks the required scope "ai".' }),
+  scopeNotRecognised: entry({ status: 403, type: 'permission_error', code: 'scope_not_recognised', message: 'This key carries a scope that is not recognised; no wildcard scope exists.' }),
+  keyOutsidePrefix: entry({ status: 403, type: 'permission_error', code: 'AUTHZ_001', message: 'API keys are valid only on the gateway paths.' }),
+  notFound: entry({ status: 404, type: 'not_found_error', code: null, message: 'Not found.' }),
+  billingNotEnabled: entry({ status: 404, type: 'not_found_error', code: null, message: 'Billing is not enabled on this deployment.' }),
+  methodNotAllowed: entry({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: 'Method not allowed on this path.' }),
+  payloadTooLarge: entry({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' }),
+  upstreamError: entry({ status: 502, type: 'api_error', code: 'upstream_error', message: 'The model provider did not deliver a response.' }),
+  serviceUnavailable: entry({ status: 503, type: 'api_error', code: 'service_unavailable', message: 'The gateway is temporarily unavailable.' }),
+});
+
+export type ErrorName = keyof typeof Errors;
+
+export interface ErrorEnvelope {
+  error: { message: string; type: string; param: string | null; code: string | null; request_id: string };
+}
+
+/** A gateway error ready to be sent: the entry plus request-specific detail. */
+export interface GatewayError {
+  readonly entry: ErrorEntry;
+  readonly message: string;
+  readonly param: string | null;
+}
+
+export function gatewayError(entry: ErrorEntry, detail: { message?: string; param?: string | null } = {}): GatewayError {
+  return { entry, message: detail.message ?? entry.message, param: detail.param ?? null };
+}
+
+export function envelope(err: GatewayError, requestId: string): ErrorEnvelope {
+  return {
+    error: { message: err.message, type: err.entry.type, param: err.param, code: err.entry.code, request_id: requestId },
+  };
+}
+
+export function envelopeBytes(err: GatewayError, requestId: string): Buffer {
+  return Buffer.from(JSON.stringify(envelope(err, requestId)));
+}

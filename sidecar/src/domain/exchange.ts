@@ -1,0 +1,266 @@
+import type { Catalog } from './catalog.js';
+import { admitChat } from './chat-request.js';
+import { rewriteChatCompletion } from './chat-response.js';
+import { admitEmbeddings } from './embeddings-request.js';
+import { rewriteEmbeddings } from './embeddings-response.js';
+import { Errors, envelope, gatewayError, type ErrorEntry, type GatewayError } from './errors.js';
+import type { Principal } from './auth/principal.js';
+import { pathOnly } from './auth/routes.js';
+import type { Admission, InferenceContext } from './request-context.js';
+import { ChatStreamRewriter } from './sse/chat-stream.js';
+import type { Usage } from './usage.js';
+import { tryParseJson } from '../util/json.js';
+
+/**
+ * One HTTP exchange as the gateway sees it, from request headers to the end
+ * of the response. Pure: it takes plain values and answers with actions; the
+ * ext_proc adapter turns those into Envoy messages.
+ */
+
+export interface HeaderEdit {
+  readonly set: Readonly<Record<string, string>>;
+  readonly remove: readonly string[];
+}
+
+export type Action =
+  | { readonly kind: 'continue'; readonly headers?: HeaderEdit; readonly body?: Buffer; readonly streamResponse?: boolean }
+  | { readonly kind: 'reply'; readonly status: number; readonly body: string; readonly headers: Readonly<Record<string, string>> };
+
+export interface ExchangeDeps {
+  readonly brand: string;
+  readonly apiPrefix: string;
+  readonly catalog: Catalog;
+  readonly defaultTemperature: number;
+  readonly maxEmbeddingInputs: number;
+  /** Provider key sent upstream as a bearer token; undefined sends none. */
+  readonly upstreamKey: string | undefined;
+  readonly identityProvider: () => Record<string, unknown>;
+  /** Gateway-set identity headers meant for the account service, not the provider. */
+  readonly stripUpstream: readonly string[];
+}
+
+/** The outcome the adapter logs (and, later, bills) when the exchange ends. */
+export interface ExchangeSummary {
+  readonly requestId: string;
+  readonly method: string;
+  readonly path: string;
+  readonly status: number | null;
+  readonly principal: Principal | null;
+  readonly alias: string | null;
+  readonly stream: boolean;
+  readonly usage: Usage | null;
+  readonly outcome: 'ok' | 'refused' | 'upstream_error' | 'client_gone' | 'incomplete';
+  readonly requestCount: number;
+  readonly errorCode: string | null;
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+
+/** Request headers that never travel to the provider. */
+const NOT_FOR_PROVIDER = ['x-api-key', 'x-workspace-id', 'cookie', 'authorization'];
+
+/** Provider response headers the caller may see; every other one is removed. */
+const RESPONSE_HEADERS_KEPT = new Set([':status', 'content-type', 'content-length', 'date', 'cache-control', 'transfer-encoding', 'vary', 'connection']);
+
+type Route = 'chat' | 'embeddings' | 'models' | 'whoami' | 'usage' | 'unknown';
+
+export class Exchange {
+  private requestId = '';
+  private method = '';
+  private path = '';
+  private route: Route = 'unknown';
+  private principal: Principal | null = null;
+  private ctx: InferenceContext | null = null;
+  private stream: ChatStreamRewriter | null = null;
+  private responseChunks: Buffer[] = [];
+  private status: number | null = null;
+  private usage: Usage | null = null;
+  private outcome: ExchangeSummary['outcome'] = 'incomplete';
+  private errorCode: string | null = null;
+  private upstreamStatus: number | null = null;
+
+  constructor(private readonly deps: ExchangeDeps) {}
+
+  requestHeaders(h: { method: string; path: string; requestId: string; endOfStream: boolean; principal: Principal | null }): Action {
+    this.requestId = h.requestId;
+    this.method = h.method;
+    this.path = pathOnly(h.path);
+    this.principal = h.principal;
+    this.route = this.routeOf(this.path);
+    // A route miss reaches ext_proc without an ext_authz check: answer it as one.
+    if (this.route === 'unknown') return this.refuse(Errors.notFound);
+    if (!this.principal) return this.refuse(Errors.invalidApiKey);
+
+    switch (this.route) {
+      case 'models':
+        if (h.method !== 'GET') return this.refuse(Errors.methodNotAllowed);
+        return this.modelsReply();
+      case 'whoami':
+        if (h.method !== 'GET') return this.refuse(Errors.methodNotAllowed);
+        return this.ok(JSON.stringify(this.whoami()));
+      case 'chat':
+      case 'embeddings':
+        if (h.method !== 'POST') return this.refuse(Errors.methodNotAllowed);
+        if (h.endOfStream) return this.refuseWith(gatewayError(Errors.invalidRequest, { param: 'body', message: 'A JSON request body is required.' }));
+        return { kind: 'continue', headers: this.upstreamRequestHeaders() };
+      case 'usage':
+        return this.refuse(Errors.notFound);
+    }
+  }
+
+  requestBody(body: Buffer): Action {
+    const parsed = tryParseJson(body);
+    if (parsed === undefined) {
+      return this.refuseWith(gatewayError(Errors.invalidRequest, { param: 'body', message: 'The request body is not valid JSON.' }));
+    }
+    const admission: Admission =
+      this.route === 'chat'
+        ? admitChat(parsed, this.deps.catalog, { defaultTemperature: this.deps.defaultTemperature })
+        : admitEmbeddings(parsed, this.deps.catalog, this.deps.maxEmbeddingInputs);
+    if (!admission.ok) return this.refuseWith(admission.error);
+    this.ctx = admission.ctx;
+    const out = Buffer.from(admission.upstreamBody);
+    return { kind: 'continue', body: out, headers: { set: { 'content-length': String(out.length) }, remove: [] } };
+  }
+
+  responseHeaders(status: number, headerNames: readonly string[], contentType: string | undefined): Action {
+    this.upstreamStatus = status;
+    const ctx = this.ctx;
+    if (!ctx || status < 200 || status >= 300) return this.upstreamFailed();
+    const remove = headerNames.filter((n) => !RESPONSE_HEADERS_KEPT.has(n));
+    if (ctx.stream) {
+      if (!contentType?.startsWith('text/event-stream')) return this.upstreamFailed();
+      this.stream = new ChatStreamRewriter(ctx, this.requestId, this.deps.brand, ctx.promptEstimate);
+      this.status = 200;
+      return { kind: 'continue', streamResponse: true, headers: { set: {}, remove: [...remove, 'content-length'] } };
+    }
+    return { kind: 'continue', headers: { set: {}, remove } };
+  }
+
+  responseBody(chunk: Buffer, endOfStream: boolean): Action {
+    const ctx = this.ctx;
+    if (!ctx) return this.upstreamFailed();
+    if (this.stream) {
+      const out = endOfStream ? Buffer.concat([this.stream.push(chunk), this.stream.end()]) : this.stream.push(chunk);
+      if (endOfStream) this.finishStream();
+      return { kind: 'continue', body: out };
+    }
+    this.responseChunks.push(chunk);
+    if (!endOfStream) return { kind: 'continue', body: Buffer.alloc(0) };
+    const raw = Buffer.concat(this.responseChunks);
+    this.responseChunks = [];
+    const rewritten =
+      ctx.endpoint === 'chat'
+        ? rewriteChatCompletion(raw, ctx, this.requestId, this.deps.brand)
+        : rewriteEmbeddings(raw, ctx, this.requestId, this.deps.brand);
+    if (!rewritten.ok) return this.upstreamFailed();
+    this.status = 200;
+    this.outcome = 'ok';
+    this.usage = rewritten.usage ?? null;
+    const body = Buffer.from(rewritten.body);
+    return { kind: 'continue', body, headers: { set: { 'content-length': String(body.length) }, remove: [] } };
+  }
+
+  /** Envoy closed the stream before the response ended: the client went away or the provider broke off. */
+  abandon(): void {
+    if (this.stream && this.outcome === 'incomplete') {
+      this.usage = this.stream.usage();
+      this.outcome = 'client_gone';
+    }
+  }
+
+  summary(): ExchangeSummary {
+    return {
+      requestId: this.requestId,
+      method: this.method,
+      path: this.path,
+      status: this.status,
+      principal: this.principal,
+      alias: this.ctx?.resolved.alias ?? null,
+      stream: this.ctx?.stream ?? false,
+      usage: this.usage,
+      outcome: this.outcome,
+      requestCount: this.ctx?.requestCount ?? 0,
+      errorCode: this.errorCode,
+    };
+  }
+
+  get upstreamHttpStatus(): number | null {
+    return this.upstreamStatus;
+  }
+
+  private finishStream(): void {
+    const s = this.stream;
+    if (!s) return;
+    this.usage = s.usage();
+    this.outcome = s.completed ? 'ok' : 'upstream_error';
+    if (!s.completed) this.errorCode = Errors.upstreamError.code;
+  }
+
+  private routeOf(path: string): Route {
+    const rest = path.startsWith(`${this.deps.apiPrefix}/`) ? path.slice(this.deps.apiPrefix.length) : '';
+    if (rest === '/chat/completions') return 'chat';
+    if (rest === '/embeddings') return 'embeddings';
+    if (rest === '/models' || rest.startsWith('/models/')) return 'models';
+    if (rest === '/whoami') return 'whoami';
+    if (rest === '/usage') return 'usage';
+    return 'unknown';
+  }
+
+  private upstreamRequestHeaders(): HeaderEdit {
+    const set: Record<string, string> = { 'accept-encoding': 'identity' };
+    const remove = [...NOT_FOR_PROVIDER, ...this.deps.stripUpstream];
+    if (this.deps.upstreamKey) {
+      set.authorization = `Bearer ${this.deps.upstreamKey}`;
+      remove.splice(remove.indexOf('authorization'), 1);
+    }
+    return { set, remove };
+  }
+
+  private modelsReply(): Action {
+    const rest = this.path.slice(`${this.deps.apiPrefix}/models`.length);
+    if (rest === '') return this.ok(this.deps.catalog.modelListJson());
+    const one = this.deps.catalog.modelJson(decodeURIComponent(rest.slice(1)));
+    return one ? this.ok(one) : this.refuse(Errors.notFound);
+  }
+
+  private whoami(): Record<string, unknown> {
+    const p = this.principal as Principal;
+    return {
+      object: 'whoami',
+      subject_id: p.subjectId,
+      tenant_id: p.tenantId,
+      auth_method: p.method,
+      scopes: p.scopes,
+      key_id: p.keyId,
+      identity_provider: this.deps.identityProvider(),
+      request_id: this.requestId,
+    };
+  }
+
+  private ok(body: string): Action {
+    this.status = 200;
+    this.outcome = 'ok';
+    return { kind: 'reply', status: 200, body, headers: JSON_HEADERS };
+  }
+
+  private refuse(entry: ErrorEntry): Action {
+    return this.refuseWith(gatewayError(entry));
+  }
+
+  private refuseWith(err: GatewayError): Action {
+    this.status = err.entry.status;
+    this.outcome = err.entry.status >= 500 ? 'upstream_error' : 'refused';
+    this.errorCode = err.entry.code;
+    return {
+      kind: 'reply',
+      status: err.entry.status,
+      body: JSON.stringify(envelope(err, this.requestId)),
+      headers: { ...JSON_HEADERS, ...(err.entry.headers ?? {}) },
+    };
+  }
+
+  private upstreamFailed(): Action {
+    return this.refuse(Errors.upstreamError);
+  }
+}

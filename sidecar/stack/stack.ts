@@ -1,0 +1,147 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import type { Config } from '../src/config/schema.js';
+import { parseConfig } from '../src/config/load.js';
+import { identityHeaderNames } from '../src/adapters/envoy/authz-service.js';
+import { renderEnvoyConfig } from './envoy-config.js';
+import { ManagedProcess, listeningLine } from './process.js';
+import { REPO_ROOT } from './paths.js';
+
+/**
+ * The whole gateway as processes, in the order that matters: the upstream
+ * simulator, the account service, the sidecar, then Envoy. Used by
+ * `npm start`, the integration tests and the benchmark.
+ */
+export interface StackOptions {
+  readonly config: Config;
+  readonly envoyBin: string;
+  readonly runDir: string;
+  /** Start the bundled simulator on the upstream URL's port. */
+  readonly simulator: boolean;
+  readonly simulatorArgs?: readonly string[];
+  /** Envoy --base-id, so several stacks can run side by side. */
+  readonly baseId?: number;
+  readonly echo?: boolean;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly envoyLogLevel?: string;
+}
+
+export interface Stack {
+  readonly config: Config;
+  readonly gatewayUrl: string;
+  readonly adminUrl: string;
+  readonly adminToken: string;
+  readonly envoyAdminUrl: string;
+  readonly simulatorUrl: string;
+  readonly processes: ManagedProcess[];
+  process(name: string): ManagedProcess;
+  /** Output of every process, for a failure report. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+const TSX = ['--import', 'tsx'];
+
+async function waitForHttp(url: string, timeoutMs: number, ok: (status: number, body: string) => boolean): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < until) {
+    try {
+      const res = await fetch(url);
+      const body = await res.text();
+      if (ok(res.status, body)) return;
+      last = `${res.status} ${body.slice(0, 80)}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})`);
+}
+
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  const cfg = opts.config;
+  mkdirSync(opts.runDir, { recursive: true });
+  const env = { ...process.env, ...(opts.env ?? {}) };
+  const processes: ManagedProcess[] = [];
+  const spawnTs = (name: string, script: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}) => {
+    const p = new ManagedProcess(name, process.execPath, [...TSX, join(REPO_ROOT, script), ...args], {
+      env: { ...env, ...extraEnv },
+      cwd: REPO_ROOT,
+      echo: opts.echo,
+    });
+    processes.push(p);
+    return p;
+  };
+  const stopAll = async () => {
+    for (const p of [...processes].reverse()) await p.stop();
+  };
+
+  try {
+    const upstream = new URL(cfg.upstream.baseUrl);
+    if (opts.simulator) {
+      const sim = spawnTs('simulator', 'sidecar/simulator/main.ts', ['--host', upstream.hostname, '--port', upstream.port || '80', ...(opts.simulatorArgs ?? [])]);
+      await sim.waitForLine(listeningLine, 20_000);
+    }
+    const account = new URL(cfg.accountService.url);
+    const acct = spawnTs('account', 'sidecar/account/main.ts', ['--host', account.hostname, '--port', account.port, ...(cfg.accountService.billingEnabled ? ['--billing'] : [])]);
+    await acct.waitForLine(listeningLine, 20_000);
+
+    const configPath = join(opts.runDir, 'gateway.yaml');
+    writeFileSync(configPath, stringify(cfg));
+    const tokenFile = join(opts.runDir, 'admin-token');
+    const sidecar = spawnTs('sidecar', 'sidecar/src/main.ts', [], { GATEWAY_CONFIG: configPath, ADMIN_TOKEN_FILE: tokenFile });
+    await sidecar.waitForLine(listeningLine, 20_000);
+
+    const envoyPath = join(opts.runDir, 'envoy.yaml');
+    writeFileSync(envoyPath, renderEnvoyConfig(cfg, { internalHeaders: identityHeaderNames(cfg.brand) }));
+    const envoyArgs = ['-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn', '--base-id', String(opts.baseId ?? process.pid % 60000), '--concurrency', '2'];
+    const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo });
+    processes.push(envoy);
+    const envoyAdminUrl = `http://${cfg.listen.envoyAdmin.host}:${cfg.listen.envoyAdmin.port}`;
+    await waitForHttp(`${envoyAdminUrl}/ready`, 20_000, (s, b) => s === 200 && b.trim() === 'LIVE');
+
+    const adminUrl = `http://${cfg.listen.admin.host}:${cfg.listen.admin.port}`;
+    const hostForUrl = cfg.listen.gateway.host === '0.0.0.0' ? '127.0.0.1' : cfg.listen.gateway.host;
+    return {
+      config: cfg,
+      gatewayUrl: `http://${hostForUrl}:${cfg.listen.gateway.port}`,
+      adminUrl,
+      adminToken: readFileSync(tokenFile, 'utf8').trim(),
+      envoyAdminUrl,
+      simulatorUrl: `${upstream.protocol}//${upstream.host}`,
+      processes,
+      process(name) {
+        const p = processes.find((x) => x.name === name);
+        if (!p) throw new Error(`no process ${name}`);
+        return p;
+      },
+      logs: () => processes.map((p) => p.tail(200)).join('\n'),
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+/** A config with every listener moved to the given ports (the rest as given). */
+export function withPorts(
+  cfg: Config,
+  ports: { gateway: number; envoyAdmin: number; admin: number; simulator: number; account: number },
+  sidecarGrpc: string,
+): Config {
+  const raw = JSON.parse(JSON.stringify(cfg)) as Record<string, any>;
+  raw.listen.gateway.port = ports.gateway;
+  raw.listen.envoyAdmin.port = ports.envoyAdmin;
+  raw.listen.admin.port = ports.admin;
+  raw.listen.sidecarGrpc = sidecarGrpc;
+  const up = new URL(raw.upstream.baseUrl);
+  if (up.hostname === '127.0.0.1' || up.hostname === 'localhost') {
+    up.port = String(ports.simulator);
+    raw.upstream.baseUrl = up.toString().replace(/\/$/, '');
+  }
+  raw.accountService.url = `http://127.0.0.1:${ports.account}`;
+  return parseConfig(raw);
+}

