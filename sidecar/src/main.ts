@@ -33,6 +33,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const upstreamKey = readUpstreamKey(cfg, env);
 
   const onSummary = (s: ExchangeSummary) => {
+    if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
     log.info(
       {
         request_id: s.requestId,
@@ -65,6 +66,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         catalog,
         defaultTemperature: cfg.defaults.temperature,
         maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
+        maxRequestBytes: cfg.limits.maxRequestBytes,
         upstreamKey,
         stripUpstream: identityHeaderNames(cfg.brand),
         identityProvider: () => ({ configured: false, keys_loaded: 0 }),

@@ -75,6 +75,7 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream):
       timeout: '0s', // streams: no route timeout; the idle timeout ends a silent provider
       idle_timeout: `${cfg.upstream.idleTimeoutMs / 1000}s`,
     },
+    request_body_buffer_limit: cfg.limits.maxRequestBytes,
   });
   // Answered by the sidecar at request-header time; the 500 below only shows
   // if it did not (turned into the 503 envelope by the local-reply mappers).
@@ -171,6 +172,15 @@ const ACCESS_LOG_FORMAT = {
 
 /** Renders the full Envoy bootstrap for a validated gateway config. */
 export function renderEnvoyConfig(cfg: Config, opts: EnvoyRenderOptions): string {
+  return toYaml(buildEnvoyBootstrap(cfg, opts));
+}
+
+export function toYaml(bootstrap: Record<string, unknown>): string {
+  return bootstrap;
+}
+
+/** The Envoy bootstrap as a plain object (YAML-ready). */
+export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Record<string, unknown> {
   const provider = parseUpstreamUrl(cfg.upstream.baseUrl);
   const account = parseUpstreamUrl(cfg.accountService.url);
   const bootstrap = {

@@ -23,7 +23,15 @@ export interface HeaderEdit {
 }
 
 export type Action =
-  | { readonly kind: 'continue'; readonly headers?: HeaderEdit; readonly body?: Buffer; readonly streamResponse?: boolean }
+  | {
+      readonly kind: 'continue';
+      readonly headers?: HeaderEdit;
+      readonly body?: Buffer;
+      /** Switch the response body to chunk-by-chunk processing (SSE). */
+      readonly streamResponse?: boolean;
+      /** Stop looking at this response (a reply another filter produced). */
+      readonly passResponse?: boolean;
+    }
   | { readonly kind: 'reply'; readonly status: number; readonly body: string; readonly headers: Readonly<Record<string, string>> };
 
 export interface ExchangeDeps {
@@ -32,6 +40,7 @@ export interface ExchangeDeps {
   readonly catalog: Catalog;
   readonly defaultTemperature: number;
   readonly maxEmbeddingInputs: number;
+  readonly maxRequestBytes: number;
   /** Provider key sent upstream as a bearer token; undefined sends none. */
   readonly upstreamKey: string | undefined;
   readonly identityProvider: () => Record<string, unknown>;
@@ -81,7 +90,14 @@ export class Exchange {
 
   constructor(private readonly deps: ExchangeDeps) {}
 
-  requestHeaders(h: { method: string; path: string; requestId: string; endOfStream: boolean; principal: Principal | null }): Action {
+  requestHeaders(h: {
+    method: string;
+    path: string;
+    requestId: string;
+    endOfStream: boolean;
+    contentLength: number | null;
+    principal: Principal | null;
+  }): Action {
     this.requestId = h.requestId;
     this.method = h.method;
     this.path = pathOnly(h.path);
@@ -102,6 +118,7 @@ export class Exchange {
       case 'embeddings':
         if (h.method !== 'POST') return this.refuse(Errors.methodNotAllowed);
         if (h.endOfStream) return this.refuseWith(gatewayError(Errors.invalidRequest, { param: 'body', message: 'A JSON request body is required.' }));
+        if (h.contentLength !== null && h.contentLength > this.deps.maxRequestBytes) return this.refuse(Errors.payloadTooLarge);
         return { kind: 'continue', headers: this.upstreamRequestHeaders() };
       case 'usage':
         return this.refuse(Errors.notFound);
@@ -109,6 +126,7 @@ export class Exchange {
   }
 
   requestBody(body: Buffer): Action {
+    if (body.length > this.deps.maxRequestBytes) return this.refuse(Errors.payloadTooLarge);
     const parsed = tryParseJson(body);
     if (parsed === undefined) {
       return this.refuseWith(gatewayError(Errors.invalidRequest, { param: 'body', message: 'The request body is not valid JSON.' }));
@@ -125,6 +143,8 @@ export class Exchange {
 
   responseHeaders(status: number, headerNames: readonly string[], contentType: string | undefined): Action {
     this.upstreamStatus = status;
+    // A local reply of an earlier filter (an ext_authz denial) passes by untouched.
+    if (!this.requestId) return { kind: 'continue', passResponse: true };
     const ctx = this.ctx;
     if (!ctx || status < 200 || status >= 300) return this.upstreamFailed();
     const remove = headerNames.filter((n) => !RESPONSE_HEADERS_KEPT.has(n));
@@ -138,6 +158,7 @@ export class Exchange {
   }
 
   responseBody(chunk: Buffer, endOfStream: boolean): Action {
+    if (!this.requestId) return { kind: 'continue' };
     const ctx = this.ctx;
     if (!ctx) return this.upstreamFailed();
     if (this.stream) {

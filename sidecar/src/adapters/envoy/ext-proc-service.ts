@@ -22,6 +22,8 @@ const STREAMED_RESPONSE = {
   responseTrailerMode: ProcessingMode_HeaderSendMode.DEFAULT,
 };
 
+const PASS_RESPONSE = { ...STREAMED_RESPONSE, responseBodyMode: ProcessingMode_BodySendMode.NONE };
+
 function toResponse(phase: Phase, action: Action): ProcessingResponse {
   if (action.kind === 'reply') {
     return {
@@ -38,6 +40,7 @@ function toResponse(phase: Phase, action: Action): ProcessingResponse {
   if (action.body) common.bodyMutation = { body: action.body };
   const res: ProcessingResponse = { requestDrain: false, [phase]: { response: common } };
   if (action.streamResponse) res.modeOverride = STREAMED_RESPONSE;
+  if (action.passResponse) res.modeOverride = PASS_RESPONSE;
   return res;
 }
 
@@ -72,7 +75,7 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           return;
         }
         call.write(res);
-        if (res.immediateResponse || (req.responseBody?.endOfStream ?? false)) finish(false);
+        if (res.immediateResponse || (req.responseBody?.endOfStream ?? false) || res.modeOverride === PASS_RESPONSE) finish(false);
       });
       call.on('end', () => {
         finish(true);
@@ -93,6 +96,7 @@ function handle(exchange: Exchange, req: ProcessingRequest): ProcessingResponse 
       path: h.get(':path') ?? '',
       requestId: h.get('x-request-id') ?? '',
       endOfStream: req.requestHeaders.endOfStream,
+      contentLength: h.has('content-length') ? Number(h.get('content-length')) : null,
       principal: principalFromMetadata(md),
     });
     return toResponse('requestHeaders', action);
