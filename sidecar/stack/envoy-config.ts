@@ -176,7 +176,7 @@ export function renderEnvoyConfig(cfg: Config, opts: EnvoyRenderOptions): string
 }
 
 export function toYaml(bootstrap: Record<string, unknown>): string {
-  return bootstrap;
+  return `# Rendered from the gateway configuration; do not edit by hand.\n${stringify(bootstrap, { lineWidth: 0 })}`;
 }
 
 /** The Envoy bootstrap as a plain object (YAML-ready). */
@@ -271,5 +271,5 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
       ],
     },
   };
-  return `# Rendered from the gateway configuration; do not edit by hand.\n${stringify(bootstrap, { lineWidth: 0 })}`;
+  return bootstrap;
 }
