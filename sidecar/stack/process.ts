@@ -7,17 +7,29 @@ import { spawn, type ChildProcess } from 'node:child_process';
  */
 export class ManagedProcess {
   readonly lines: string[] = [];
-  private readonly child: ChildProcess;
-  private exited: Promise<number | null>;
+  private child!: ChildProcess;
+  private exited!: Promise<number | null>;
   private readyWaiters: Array<(line: string) => boolean> = [];
 
   constructor(
     readonly name: string,
-    cmd: string,
-    args: readonly string[],
-    opts: { env?: NodeJS.ProcessEnv; cwd?: string; echo?: boolean; keep?: number },
+    private readonly cmd: string,
+    private readonly args: readonly string[],
+    private readonly opts: { env?: NodeJS.ProcessEnv; cwd?: string; echo?: boolean; keep?: number },
   ) {
-    this.child = spawn(cmd, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.launch();
+  }
+
+  /** Stops the process (if running) and starts it again with the same command; output so far is cleared. */
+  async restart(): Promise<void> {
+    await this.stop();
+    this.lines.length = 0;
+    this.launch();
+  }
+
+  private launch(): void {
+    const { name, opts } = this;
+    this.child = spawn(this.cmd, this.args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     const keep = opts.keep ?? 2000;
     const onData = (buf: Buffer) => {
       for (const line of buf.toString('utf8').split('\n')) {

@@ -141,12 +141,13 @@ export class Exchange {
     return { kind: 'continue', body: out, headers: { set: { 'content-length': String(out.length) }, remove: [] } };
   }
 
-  responseHeaders(status: number, headerNames: readonly string[], contentType: string | undefined): Action {
+  responseHeaders(status: number, headerNames: readonly string[], contentType: string | undefined, endOfStream = false): Action {
     this.upstreamStatus = status;
     // A local reply of an earlier filter (an ext_authz denial) passes by untouched.
     if (!this.requestId) return { kind: 'continue', passResponse: true };
     const ctx = this.ctx;
-    if (!ctx || status < 200 || status >= 300) return this.upstreamFailed();
+    // No body at all is a failed delivery too (spec: an empty 502 body has been seen in outages).
+    if (!ctx || status < 200 || status >= 300 || endOfStream) return this.upstreamFailed();
     const remove = headerNames.filter((n) => !RESPONSE_HEADERS_KEPT.has(n));
     if (ctx.stream) {
       if (!contentType?.startsWith('text/event-stream')) return this.upstreamFailed();

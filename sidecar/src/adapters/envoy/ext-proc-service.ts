@@ -107,7 +107,7 @@ function handle(exchange: Exchange, req: ProcessingRequest): ProcessingResponse 
   if (req.responseHeaders) {
     const h = headerMapToRecord(req.responseHeaders.headers);
     const status = Number(h.get(':status') ?? 0);
-    return toResponse('responseHeaders', exchange.responseHeaders(status, [...h.keys()], h.get('content-type')));
+    return toResponse('responseHeaders', exchange.responseHeaders(status, [...h.keys()], h.get('content-type'), req.responseHeaders.endOfStream));
   }
   if (req.responseBody) {
     return toResponse('responseBody', exchange.responseBody(req.responseBody.body, req.responseBody.endOfStream));
