@@ -1,0 +1,229 @@
+/**
+ * The benchmark's targets, all in one run and against ONE simulator process:
+ *
+ *   direct   the upstream simulator itself (internal model name, provider bearer key);
+ *   bare     a second Envoy with the gateway's listener/route/cluster shape but
+ *            only the router filter (sidecar/stack/envoy-bare.ts);
+ *   gateway  the full gateway (Envoy + ext_authz + ext_proc sidecar + account service).
+ *
+ * The full stack is started exactly as the integration tests start it
+ * (test/harness/gateway.ts), so a benchmark number and a test failure are
+ * about the same topology.
+ *
+ * Cleanup: stopTargets() stops everything that was started; the signal
+ * handlers installed by installCleanupHandlers() run it on Ctrl-C / SIGTERM,
+ * and as a last resort signal any child process of this process that is
+ * still alive (by pid, found through /proc), so a run interrupted half-way
+ * through start-up leaves nothing behind.
+ */
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { buildEnvoyBootstrap, toYaml } from '../../sidecar/stack/envoy-config.js';
+import { bareBootstrap } from '../../sidecar/stack/envoy-bare.js';
+import { envoyVersion, requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
+import { ManagedProcess } from '../../sidecar/stack/process.js';
+import { identityHeaderNames } from '../../sidecar/src/adapters/envoy/authz-service.js';
+import { startGateway, type GatewayOptions, type TestGateway } from '../harness/gateway.js';
+import { freePort } from '../harness/ports.js';
+
+export interface Targets {
+  readonly envoyBin: string;
+  readonly envoyVersion: string;
+  /** --concurrency of both Envoys (read from the gateway Envoy's command line). */
+  readonly envoyConcurrency: number;
+  /** Simulator base URL without /v1, e.g. http://127.0.0.1:1234. */
+  readonly simulatorUrl: string;
+  /** Provider key the simulator demands as `Authorization: Bearer`. */
+  readonly upstreamKey: string;
+  /** Bare Envoy base URL without /v1. */
+  readonly bareUrl: string;
+  /** Gateway base URL including /v1. */
+  readonly gatewayBase: string;
+  /** A gateway key with scope ai. */
+  readonly gatewayKey: string;
+  readonly gateway: TestGateway;
+  /** pid of each process of the benchmark topology, by name. */
+  pids(): Record<string, number | undefined>;
+  logs(): string;
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+
+/** Stops everything started so far, newest first; safe to call more than once. */
+export async function stopTargets(): Promise<void> {
+  while (cleanups.length > 0) {
+    const c = cleanups.pop();
+    try {
+      await c?.();
+    } catch (err) {
+      process.stderr.write(`bench: cleanup failed: ${(err as Error).message}\n`);
+    }
+  }
+}
+
+async function waitForReady(url: string, timeoutMs: number, proc: ManagedProcess): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < until) {
+    if (!proc.running) throw new Error(`${proc.name} exited before it was ready\n${proc.tail()}`);
+    try {
+      const res = await fetch(url);
+      const body = await res.text();
+      if (res.status === 200 && body.trim() === 'LIVE') return;
+      last = `${res.status} ${body.slice(0, 80)}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})\n${proc.tail()}`);
+}
+
+/** The value of `--concurrency` on a running Envoy's command line (Linux /proc), or null. */
+function concurrencyOf(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const i = argv.indexOf('--concurrency');
+    const v = i >= 0 ? Number(argv[i + 1]) : NaN;
+    return Number.isInteger(v) && v > 0 ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+export interface TargetOptions {
+  /** Passed to startGateway (e.g. a config override for a credit-check-on variant). */
+  readonly gateway?: GatewayOptions;
+  readonly echo?: boolean;
+}
+
+export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
+  const envoyBin = requireEnvoy();
+  const version = envoyVersion(envoyBin);
+
+  const gw = await startGateway(opts.gateway ?? {});
+  const runDir = runDirOf(gw);
+  // startGateway leaves its temporary run directory behind; this run created it, so it goes too.
+  cleanups.push(() => Promise.resolve(rmSync(runDir, { recursive: true, force: true })));
+  cleanups.push(() => gw.stop());
+
+  const gatewayEnvoy = gw.stack.process('envoy');
+  const concurrency = concurrencyOf(gatewayEnvoy.pid) ?? 2;
+
+  // Same bootstrap the stack rendered (startStack: renderEnvoyConfig(cfg, { internalHeaders })), minus the filters.
+  const full = buildEnvoyBootstrap(gw.config, { internalHeaders: identityHeaderNames(gw.config.brand) });
+  const [listenPort, adminPort] = await Promise.all([freePort(), freePort()]);
+  const bare = bareBootstrap(full, { listenPort, adminPort });
+  const barePath = join(runDir, 'envoy-bare.yaml');
+  writeFileSync(barePath, toYaml(bare));
+  // startGateway gives its Envoy --base-id (pid % 10000) * 10 + n with a small n; 9 keeps this one apart.
+  const baseId = (process.pid % 10000) * 10 + 9;
+  const bareEnvoy = new ManagedProcess(
+    'envoy-bare',
+    envoyBin,
+    ['-c', barePath, '--log-level', 'warn', '--base-id', String(baseId), '--concurrency', String(concurrency)],
+    { echo: opts.echo },
+  );
+  cleanups.push(() => bareEnvoy.stop());
+  const bareHost = gw.config.listen.gateway.host === '0.0.0.0' ? '127.0.0.1' : gw.config.listen.gateway.host;
+  await waitForReady(`http://${gw.config.listen.envoyAdmin.host}:${adminPort}/ready`, 20_000, bareEnvoy);
+
+  return {
+    envoyBin,
+    envoyVersion: version,
+    envoyConcurrency: concurrency,
+    simulatorUrl: gw.stack.simulatorUrl,
+    upstreamKey: gw.upstreamKey,
+    bareUrl: `http://${bareHost}:${listenPort}`,
+    gatewayBase: gw.base,
+    gatewayKey: gw.key,
+    gateway: gw,
+    pids() {
+      const out: Record<string, number | undefined> = {};
+      for (const p of gw.stack.processes) out[p.name] = p.pid;
+      out['envoy-bare'] = bareEnvoy.pid;
+      return out;
+    },
+    logs: () => `${gw.stack.logs()}\n${bareEnvoy.tail(200)}`,
+  };
+}
+
+/** The gateway's run directory (where startStack wrote envoy.yaml): the sidecar socket's directory. */
+function runDirOf(gw: TestGateway): string {
+  const sock = gw.config.listen.sidecarGrpc;
+  if (!sock.startsWith('unix:')) throw new Error(`bench: expected a unix sidecar socket, got ${sock}`);
+  const dir = dirname(sock.slice('unix:'.length));
+  // startGateway makes it with mkdtemp(tmpdir()/gw-test-); anything else is not ours to delete.
+  if (!basename(dir).startsWith('gw-test-')) throw new Error(`bench: unexpected gateway run directory ${dir}`);
+  return dir;
+}
+
+/** pids of live child processes of this process (Linux /proc); empty elsewhere. */
+function childPids(): number[] {
+  const out: number[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      // pid (comm) state ppid ... — comm may contain spaces and parentheses.
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(rest[1]) === process.pid && rest[0] !== 'Z') out.push(Number(e));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** SIGINT, then SIGKILL after graceMs, to children of this process still running. */
+export async function reapChildren(graceMs = 3000): Promise<number[]> {
+  const left = childPids();
+  for (const pid of left) {
+    try {
+      process.kill(pid, 'SIGINT');
+    } catch {
+      // already gone
+    }
+  }
+  const until = Date.now() + graceMs;
+  while (Date.now() < until && childPids().length > 0) await new Promise((r) => setTimeout(r, 50));
+  for (const pid of childPids()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  return left;
+}
+
+/**
+ * On SIGINT/SIGTERM/SIGHUP: stop the targets (once; further signals during
+ * cleanup are ignored), reap leftovers, exit 130. Returns a function that
+ * removes the handlers.
+ */
+export function installCleanupHandlers(): () => void {
+  let cleaning = false;
+  const handler = (sig: NodeJS.Signals) => {
+    if (cleaning) return;
+    cleaning = true;
+    process.stderr.write(`\nbench: ${sig}, stopping targets...\n`);
+    const force = setTimeout(() => process.exit(130), 15_000);
+    force.unref();
+    void stopTargets()
+      .then(() => reapChildren())
+      .finally(() => process.exit(130));
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const s of signals) process.on(s, handler);
+  return () => {
+    for (const s of signals) process.off(s, handler);
+  };
+}
