@@ -159,7 +159,13 @@ function runDirOf(gw: TestGateway): string {
   return dir;
 }
 
-/** pids of live child processes of this process (Linux /proc); empty elsewhere. */
+/**
+ * What the benchmark topology spawns: Envoy, the project's Node services, redis-server.
+ * Other children (tsx's esbuild service) are not the benchmark's to end.
+ */
+const OURS = /(?:^|\/)envoy(?:\s|$)|sidecar\/(?:simulator|account|src)\/main\.ts|redis-server/;
+
+/** pids of live child processes of this process that belong to the topology (Linux /proc); empty elsewhere. */
 function childPids(): number[] {
   const out: number[] = [];
   let entries: string[];
@@ -174,7 +180,7 @@ function childPids(): number[] {
       const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
       // pid (comm) state ppid ... — comm may contain spaces and parentheses.
       const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(rest[1]) === process.pid && rest[0] !== 'Z') out.push(Number(e));
+      if (Number(rest[1]) === process.pid && rest[0] !== 'Z' && OURS.test(cmdline(Number(e)))) out.push(Number(e));
     } catch {
       // gone meanwhile
     }
@@ -182,9 +188,18 @@ function childPids(): number[] {
   return out;
 }
 
-/** SIGINT, then SIGKILL after graceMs, to children of this process still running. */
-export async function reapChildren(graceMs = 3000): Promise<number[]> {
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 200);
+  } catch {
+    return '?';
+  }
+}
+
+/** SIGINT, then SIGKILL after graceMs, to children of this process still running; returns what it found. */
+export async function reapChildren(graceMs = 3000): Promise<string[]> {
   const left = childPids();
+  const found = left.map((pid) => `${pid} ${cmdline(pid)}`);
   for (const pid of left) {
     try {
       process.kill(pid, 'SIGINT');
@@ -201,7 +216,7 @@ export async function reapChildren(graceMs = 3000): Promise<number[]> {
       // already gone
     }
   }
-  return left;
+  return found;
 }
 
 /**

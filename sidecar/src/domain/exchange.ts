@@ -58,7 +58,8 @@ export interface ExchangeSummary {
   readonly alias: string | null;
   readonly stream: boolean;
   readonly usage: Usage | null;
-  readonly outcome: 'ok' | 'refused' | 'upstream_error' | 'client_gone' | 'incomplete';
+  /** interrupted: the stream ended early (client went away or the provider broke off). */
+  readonly outcome: 'ok' | 'refused' | 'upstream_error' | 'interrupted' | 'incomplete';
   readonly requestCount: number;
   readonly errorCode: string | null;
 }
@@ -187,7 +188,7 @@ export class Exchange {
   abandon(): void {
     if (this.stream && this.outcome === 'incomplete') {
       this.usage = this.stream.usage();
-      this.outcome = 'client_gone';
+      this.outcome = 'interrupted';
     }
   }
 

@@ -1,0 +1,237 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { startGateway, UUID, type TestGateway } from '../harness/gateway.js';
+import { post } from '../harness/http.js';
+import { readSse } from '../harness/sse.js';
+
+let gw: TestGateway;
+const INTERNAL = ['sim-quick-1', 'sim-core-1', 'sim-deep-r1', 'sim-embed-1'];
+
+beforeAll(async () => {
+  gw = await startGateway(); // upstream idle timeout 3 s
+});
+afterAll(async () => {
+  await gw?.stop();
+});
+
+const streamBody = (content: string, extra: Record<string, unknown> = {}, model = 'svc-core') => ({
+  model,
+  stream: true,
+  messages: [{ role: 'user', content }],
+  ...extra,
+});
+const lastUpstream = async () => {
+  const s = await gw.sim('/_sim/stats');
+  return s.recent[s.recent.length - 1];
+};
+const sidecarSummary = (requestId: string) =>
+  gw.stack
+    .process('sidecar')
+    .lines.map((l) => {
+      try {
+        return JSON.parse(l);
+      } catch {
+        return null;
+      }
+    })
+    .find((l) => l?.msg === 'request' && l.request_id === requestId);
+
+describe('streamed chat completions', () => {
+  it('chunk order: deltas, then one final chunk with usage and svc, then [DONE]', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('Hello #sim:tokens=5'), gw.key);
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const rid = r.headers.get('x-request-id');
+    expect(rid).toMatch(UUID);
+    expect(r.events[r.events.length - 1]).toBe('[DONE]');
+    const chunks = r.events.slice(0, -1).map((e) => JSON.parse(e));
+    for (const c of chunks) {
+      expect(c).toMatchObject({ id: rid, object: 'chat.completion.chunk', model: 'svc-core' });
+    }
+    const last = chunks[chunks.length - 1];
+    expect(last.choices).toEqual([]);
+    expect(last.usage.total_tokens).toBe(last.usage.prompt_tokens + last.usage.completion_tokens);
+    expect(last.usage.completion_tokens).toBe(5);
+    expect(last.svc).toEqual({ alias: 'svc-core', request_id: rid });
+    const earlier = chunks.slice(0, -1);
+    expect(earlier.every((c) => c.usage === undefined && c.svc === undefined && c.choices.length === 1)).toBe(true);
+    expect(earlier[0].choices[0].delta.role).toBe('assistant');
+    const finishes = earlier.filter((c) => c.choices[0].finish_reason !== null);
+    expect(finishes).toHaveLength(1);
+    expect(finishes[0]).toBe(earlier[earlier.length - 1]);
+    const text = earlier.map((c) => c.choices[0].delta.content ?? '').join('');
+    expect(text.trim().split(/\s+/)).toHaveLength(5);
+    for (const name of INTERNAL) expect(r.raw).not.toContain(name);
+  });
+
+  it('asks the provider for usage itself, whatever the client sent in stream_options', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('Hi', { stream_options: { include_usage: false } }), gw.key);
+    const chunks = r.events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(chunks[chunks.length - 1].usage).toBeDefined();
+    expect((await lastUpstream()).body.stream_options).toEqual({ include_usage: true });
+  });
+
+  it('usage put on the finish chunk by the provider still arrives only in the last chunk', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('Hi #sim:usage-in-finish'), gw.key);
+    const chunks = r.events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(chunks.filter((c) => c.usage !== undefined)).toHaveLength(1);
+    expect(chunks[chunks.length - 1].usage).toBeDefined();
+  });
+
+  it('delivers each event as the provider sends it (no buffering)', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('Hi #sim:tokens=6 #sim:chunk-delay=150'), gw.key);
+    expect(r.events.length).toBeGreaterThanOrEqual(8);
+    const total = r.times[r.times.length - 1]!;
+    // The first content arrives long before the stream ends (about 8 × 150 ms).
+    expect(r.times[1]!).toBeLessThan(total - 600);
+    const gaps = r.times.slice(2, 7).map((t, i) => t - r.times[i + 1]!);
+    expect(Math.min(...gaps)).toBeGreaterThan(60);
+  });
+
+  it('reasoning text never reaches the client; its tokens count in completion_tokens', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('Think #sim:tokens=3 #sim:reasoning=7', {}, 'svc-deep'), gw.key);
+    expect(r.raw).not.toMatch(/reasoning/);
+    const last = JSON.parse(r.events[r.events.length - 2]!);
+    expect(last.usage.completion_tokens).toBe(10);
+    const plain = await post(`${gw.base}/chat/completions`, { model: 'svc-deep', messages: [{ role: 'user', content: 'Think #sim:tokens=3 #sim:reasoning=7' }] }, gw.key);
+    expect(plain.text).not.toMatch(/reasoning/);
+    expect(plain.json.usage.completion_tokens).toBe(10);
+  });
+
+  it('streams tool-call deltas intact', async () => {
+    const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } } }];
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('find it', { tools, tool_choice: 'required' }), gw.key);
+    const chunks = r.events.slice(0, -1).map((e) => JSON.parse(e));
+    const calls = chunks.flatMap((c) => c.choices.flatMap((ch: any) => ch.delta.tool_calls ?? []));
+    expect(calls[0]).toMatchObject({ index: 0, type: 'function', function: { name: 'lookup' } });
+    const args = calls.map((t: any) => t.function?.arguments ?? '').join('');
+    expect(JSON.parse(args)).toHaveProperty('q');
+    expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe('tool_calls');
+  });
+});
+
+describe('the svc-deep max_tokens floor', () => {
+  const deep = (extra: Record<string, unknown>, model = 'svc-deep') =>
+    post(`${gw.base}/chat/completions`, { model, messages: [{ role: 'user', content: 'x #sim:tokens=2' }], ...extra }, gw.key);
+
+  it('raises a small max_tokens to 8000 and says so (non-streamed)', async () => {
+    const r = await deep({ max_tokens: 100 });
+    expect(r.status).toBe(200);
+    expect(r.json.svc).toMatchObject({ max_tokens_floor_applied: true, requested_max_tokens: 100, effective_max_tokens: 8000 });
+    expect((await lastUpstream()).body.max_tokens).toBe(8000);
+  });
+
+  it('applies without max_tokens (requested null), and to the pinned alias and max_completion_tokens', async () => {
+    const a = await deep({});
+    expect(a.json.svc).toMatchObject({ max_tokens_floor_applied: true, requested_max_tokens: null, effective_max_tokens: 8000 });
+    const b = await deep({ max_completion_tokens: 10 }, 'svc-deep-2026-08');
+    expect(b.json.svc).toMatchObject({ max_tokens_floor_applied: true, requested_max_tokens: 10, effective_max_tokens: 8000 });
+    expect((await lastUpstream()).body.max_completion_tokens).toBe(8000);
+  });
+
+  it('leaves a large enough max_tokens alone', async () => {
+    const r = await deep({ max_tokens: 9000 });
+    expect(r.json.svc.max_tokens_floor_applied).toBeUndefined();
+    expect(r.json.svc.requested_max_tokens).toBeUndefined();
+    expect((await lastUpstream()).body.max_tokens).toBe(9000);
+  });
+
+  it('streams carry the floor fields in the final svc block', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x', { max_tokens: 5 }, 'svc-deep'), gw.key);
+    const last = JSON.parse(r.events[r.events.length - 2]!);
+    expect(last.svc).toMatchObject({ max_tokens_floor_applied: true, requested_max_tokens: 5, effective_max_tokens: 8000 });
+  });
+
+  it('never raises svc-quick or svc-core', async () => {
+    for (const model of ['svc-quick', 'svc-core-2026-08']) {
+      const r = await deep({ max_tokens: 3 }, model);
+      expect(r.json.svc.max_tokens_floor_applied).toBeUndefined();
+      expect((await lastUpstream()).body.max_tokens).toBe(3);
+    }
+  });
+});
+
+describe('the official openai client iterating a stream', () => {
+  it('content, then final usage', async () => {
+    const client = new OpenAI({ baseURL: gw.base, apiKey: 'x', defaultHeaders: { 'X-API-Key': gw.key }, maxRetries: 0 });
+    const stream = await client.chat.completions.create({ model: 'svc-quick', stream: true, messages: [{ role: 'user', content: 'Hi #sim:tokens=4' }] });
+    let text = '';
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      expect(chunk.model).toBe('svc-quick');
+      text += chunk.choices[0]?.delta.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(chunks).toBeGreaterThan(4);
+    expect(text.trim().split(/\s+/)).toHaveLength(4);
+    expect(usage?.completion_tokens).toBe(4);
+  });
+
+  it('tool calls', async () => {
+    const client = new OpenAI({ baseURL: gw.base, apiKey: 'x', defaultHeaders: { 'X-API-Key': gw.key }, maxRetries: 0 });
+    const runner = client.chat.completions.stream({
+      model: 'svc-core',
+      messages: [{ role: 'user', content: 'weather?' }],
+      tools: [{ type: 'function', function: { name: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }],
+      tool_choice: 'required',
+    });
+    const final = await runner.finalChatCompletion();
+    const call = final.choices[0]?.message.tool_calls?.[0];
+    expect(call?.type).toBe('function');
+    expect(JSON.parse((call as any).function.arguments)).toHaveProperty('city');
+  });
+});
+
+describe('provider failures and departures', () => {
+  it('before the first byte: the 502 envelope', async () => {
+    const r = await post(`${gw.base}/chat/completions`, streamBody('x #sim:status=500'), gw.key);
+    expect(r.status).toBe(502);
+    expect(r.json.error.code).toBe('upstream_error');
+  });
+
+  it('an error event from the provider mid-stream ends the stream with the envelope and request id', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-error-event'), gw.key);
+    expect(r.status).toBe(200);
+    const last = JSON.parse(r.events[r.events.length - 1]!);
+    expect(last.error).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: r.headers.get('x-request-id') });
+    expect(r.events).not.toContain('[DONE]');
+  });
+
+  it('a provider that stops sending does not hang the client', async () => {
+    const started = Date.now();
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:hang'), gw.key, { timeoutMs: 15_000 });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(r.events).not.toContain('[DONE]');
+  });
+
+  it('a provider connection that breaks mid-stream ends the client stream (no [DONE])', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:chunk-delay=50 #sim:midstream-error'), gw.key, { timeoutMs: 15_000 });
+    expect(r.events).not.toContain('[DONE]');
+  });
+
+  it('a client that goes away: the provider request is cancelled and delivered tokens are known', async () => {
+    await gw.sim('/_sim/reset', { method: 'POST' });
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:tokens=40 #sim:chunk-delay=100'), gw.key, { abortAfterEvents: 4 });
+    const rid = r.headers.get('x-request-id')!;
+    let cancelled = 0;
+    for (let i = 0; i < 30 && cancelled === 0; i++) {
+      await new Promise((res) => setTimeout(res, 50));
+      cancelled = (await gw.sim('/_sim/stats')).streams.cancelled;
+    }
+    expect(cancelled).toBe(1);
+    const stats = await gw.sim('/_sim/stats');
+    expect(stats.cancellations[0].contentTokensSent).toBeLessThan(40);
+    let summary: any;
+    for (let i = 0; i < 20 && !summary; i++) {
+      summary = sidecarSummary(rid);
+      if (!summary) await new Promise((res) => setTimeout(res, 50));
+    }
+    expect(summary).toMatchObject({ outcome: 'interrupted', usage_estimated: true });
+    // Counted from what was delivered (about 4 characters a token): at least one per content delta seen, far below 40.
+    const delivered = r.events.map((e) => JSON.parse(e)).filter((c) => c.choices?.[0]?.delta?.content).length;
+    expect(summary.completion_tokens).toBeGreaterThanOrEqual(delivered);
+    expect(summary.completion_tokens).toBeLessThan(20);
+  });
+});
