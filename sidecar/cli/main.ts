@@ -20,8 +20,8 @@ const HELP = `usage: npm run cli -- <command> [options]
 `;
 
 function client(): AdminClient {
-  const url = process.env.ADMIN_URL ?? 'http://127.0.0.1:8090';
-  const token = process.env.ADMIN_TOKEN ?? readFileSync(process.env.ADMIN_TOKEN_FILE ?? '.run/admin-token', 'utf8').trim();
+  const url = process.env.ADMIN_URL || 'http://127.0.0.1:8090';
+  const token = process.env.ADMIN_TOKEN || readFileSync(process.env.ADMIN_TOKEN_FILE || '.run/admin-token', 'utf8').trim();
   return new AdminClient(url, token);
 }
 

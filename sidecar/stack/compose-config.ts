@@ -3,7 +3,6 @@
 // from envoy/gateway.yaml. test/unit/compose-drift.test.ts checks that the
 // committed file is exactly what this renders.
 import { writeFileSync } from 'node:fs';
-import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from '../src/config/load.js';
@@ -28,46 +27,10 @@ export function renderComposeEnvoyConfig(): string {
     sidecarAddress: COMPOSE_SIDECAR_ADDRESS,
     internalHeaders: identityHeaderNames(cfg.brand),
   });
-  return toYaml(resolveSidecarByDns(bootstrap));
+  return toYaml(bootstrap);
 }
 
-type Plain = Record<string, unknown>;
-const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/**
- * buildEnvoyBootstrap always renders the sidecar cluster as STATIC, which
- * Envoy rejects for a host name ("malformed IP address: sidecar"). On the
- * compose network the sidecar is a service name, so switch that cluster to
- * STRICT_DNS (as the provider/account clusters already are for host names).
- * A no-op for an IP or unix-socket address, or if the cluster already is DNS.
- */
-export function resolveSidecarByDns(bootstrap: Plain): Plain {
-  const resources = bootstrap.static_resources;
-  const clusters = isPlain(resources) && Array.isArray(resources.clusters) ? resources.clusters : [];
-  for (const c of clusters) {
-    if (!isPlain(c) || c.name !== 'sidecar' || c.type !== 'STATIC') continue;
-    const la = c.load_assignment;
-    const eps = isPlain(la) && Array.isArray(la.endpoints) ? la.endpoints : [];
-    const hosts = eps.flatMap((e: unknown) =>
-      isPlain(e) && Array.isArray(e.lb_endpoints)
-        ? e.lb_endpoints.map((lb: unknown) => {
-            const ep = isPlain(lb) ? lb.endpoint : undefined;
-            const addr = isPlain(ep) ? ep.address : undefined;
-            const sa = isPlain(addr) ? addr.socket_address : undefined;
-            return isPlain(sa) && typeof sa.address === 'string' ? sa.address : null;
-          })
-        : [],
-    );
-    if (hosts.some((h) => h !== null && isIP(h) === 0)) {
-      c.type = 'STRICT_DNS';
-      c.dns_lookup_family = 'V4_PREFERRED';
-    }
-  }
-  return bootstrap;
-}
-
-const invokedAs = process.argv[1];
-if (invokedAs && import.meta.url === pathToFileURL(resolve(invokedAs)).href) {
+if (import.meta.url === pathToFileURL(resolve(process.argv[1] ?? '')).href) {
   writeFileSync(COMPOSE_ENVOY_CONFIG, renderComposeEnvoyConfig());
-  process.stdout.write(`wrote ${COMPOSE_ENVOY_CONFIG} from ${COMPOSE_GATEWAY_CONFIG}\n`);
+  process.stdout.write(`wrote ${COMPOSE_ENVOY_CONFIG}\n`);
 }

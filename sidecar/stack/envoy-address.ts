@@ -13,6 +13,8 @@ export function envoyAddress(target: string): Record<string, unknown> {
 export interface ParsedUpstream {
   readonly host: string;
   readonly port: number;
+  /** Host header for the provider: host, plus the port when it is not the scheme's default. */
+  readonly hostHeader: string;
   readonly tls: boolean;
   /** Path prefix without trailing slash, e.g. "/v1" or "". */
   readonly basePath: string;
@@ -25,6 +27,7 @@ export function parseUpstreamUrl(url: string): ParsedUpstream {
   const host = u.hostname.replace(/^\[|\]$/g, '');
   return {
     host,
+    hostHeader: u.host,
     port: u.port ? Number(u.port) : tls ? 443 : 80,
     tls,
     basePath: u.pathname.replace(/\/+$/, ''),

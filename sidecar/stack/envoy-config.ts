@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { stringify } from 'yaml';
 import type { Config } from '../src/config/schema.js';
 import { envoyAddress, parseUpstreamUrl, type ParsedUpstream } from './envoy-address.js';
@@ -45,11 +46,14 @@ function cluster(name: string, target: ParsedUpstream, opts: { http2?: boolean; 
 }
 
 function sidecarCluster(address: string): Record<string, unknown> {
+  const endpoint = envoyAddress(address);
+  const host = (endpoint.socket_address as { address?: string } | undefined)?.address;
   return {
     name: 'sidecar',
-    type: 'STATIC',
+    // A host name (the compose service "sidecar") is resolved by DNS; IPs and sockets are static.
+    type: host !== undefined && isIP(host) === 0 ? 'STRICT_DNS' : 'STATIC',
     connect_timeout: '1s',
-    load_assignment: { cluster_name: 'sidecar', endpoints: [{ lb_endpoints: [{ endpoint: { address: envoyAddress(address) } }] }] },
+    load_assignment: { cluster_name: 'sidecar', endpoints: [{ lb_endpoints: [{ endpoint: { address: endpoint } }] }] },
     typed_extension_protocol_options: {
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
         '@type': T('envoy.extensions.upstreams.http.v3.HttpProtocolOptions'),
@@ -71,7 +75,7 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream):
     route: {
       cluster: 'provider',
       prefix_rewrite: `${provider.basePath}${path}`,
-      host_rewrite_literal: provider.host,
+      host_rewrite_literal: provider.hostHeader,
       timeout: '0s', // streams: no route timeout; the idle timeout ends a silent provider
       idle_timeout: `${cfg.upstream.idleTimeoutMs / 1000}s`,
     },

@@ -1,0 +1,80 @@
+/** rewriteEmbeddings: alias, svc block with request_count, vendor fields dropped, shape checks. */
+import { describe, expect, it } from 'vitest';
+import { defaultConfig } from '../../sidecar/src/config/defaults.js';
+import { parseConfig } from '../../sidecar/src/config/load.js';
+import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { admitEmbeddings } from '../../sidecar/src/domain/embeddings-request.js';
+import { rewriteEmbeddings } from '../../sidecar/src/domain/embeddings-response.js';
+import type { InferenceContext } from '../../sidecar/src/domain/request-context.js';
+
+const cfg = parseConfig(defaultConfig('svc'));
+const catalog = new Catalog(cfg.models, cfg.brand);
+
+function ctxFor(input: string | string[], model = 'svc-embed'): InferenceContext {
+  const a = admitEmbeddings({ model, input }, catalog, 16);
+  if (!a.ok) throw new Error('refused');
+  return a.ctx;
+}
+
+const item = (index: number, embedding: unknown = [0.1, 0.2]) => ({ object: 'embedding', index, embedding, vendor: 'x' });
+const provider = (n: number) => ({
+  object: 'list',
+  model: 'sim-embed-1',
+  provider: 'sim',
+  id: 'emb-123',
+  data: Array.from({ length: n }, (_, i) => item(i)),
+  usage: { prompt_tokens: 7, total_tokens: 7 },
+});
+
+const run = (raw: unknown, ctx: InferenceContext, brand = 'svc') =>
+  rewriteEmbeddings(Buffer.from(typeof raw === 'string' ? raw : JSON.stringify(raw)), ctx, 'req-9', brand);
+
+describe('rewriteEmbeddings', () => {
+  it('rewrites model, keeps data, adds usage and the svc block with request_count', () => {
+    const r = run(provider(2), ctxFor(['a', 'b'], 'svc-embed-2026-08'));
+    if (!r.ok) throw new Error('not ok');
+    const body = JSON.parse(r.body) as Record<string, unknown>;
+    expect(body).toEqual({
+      object: 'list',
+      data: [
+        { object: 'embedding', index: 0, embedding: [0.1, 0.2] },
+        { object: 'embedding', index: 1, embedding: [0.1, 0.2] },
+      ],
+      model: 'svc-embed-2026-08',
+      usage: { prompt_tokens: 7, total_tokens: 7 },
+      svc: { alias: 'svc-embed-2026-08', request_id: 'req-9', request_count: 2 },
+    });
+    expect(r.usage).toEqual({ promptTokens: 7, completionTokens: 0, totalTokens: 7, estimated: false });
+    expect(r.body).not.toContain('sim-embed-1');
+    expect(r.body).not.toContain('emb-123');
+  });
+
+  it('accepts base64 embeddings and fills a missing index', () => {
+    const r = run({ data: [{ embedding: 'AAAA' }] }, ctxFor('a'));
+    if (!r.ok) throw new Error('not ok');
+    expect(JSON.parse(r.body).data).toEqual([{ object: 'embedding', index: 0, embedding: 'AAAA' }]);
+    expect(r.usage).toBeUndefined();
+    expect(JSON.parse(r.body)).not.toHaveProperty('usage');
+  });
+
+  it('names the block after the brand', () => {
+    const r = run(provider(1), ctxFor('a'), 'acme');
+    expect(r.ok && JSON.parse(r.body).acme).toEqual({ alias: 'svc-embed', request_id: 'req-9', request_count: 1 });
+  });
+
+  it('a count mismatch with the request → ok:false', () => {
+    expect(run(provider(1), ctxFor(['a', 'b']))).toEqual({ ok: false });
+    expect(run(provider(3), ctxFor(['a', 'b']))).toEqual({ ok: false });
+  });
+
+  it.each([
+    ['not JSON', 'oops'],
+    ['no data', { object: 'list' }],
+    ['data not an array', { data: 'x' }],
+    ['an item without embedding', { data: [{ index: 0 }] }],
+    ['an item with a numeric embedding', { data: [{ index: 0, embedding: 5 }] }],
+    ['an item that is not an object', { data: [null] }],
+  ])('%s → ok:false', (_name, raw) => {
+    expect(run(raw, ctxFor('a'))).toEqual({ ok: false });
+  });
+});
