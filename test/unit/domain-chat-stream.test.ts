@@ -1,0 +1,163 @@
+/** ChatStreamRewriter: chunk rewrite, reasoning removal, held-back usage, errors, split invariance. */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { defaultConfig } from '../../sidecar/src/config/defaults.js';
+import { parseConfig } from '../../sidecar/src/config/load.js';
+import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { admitChat } from '../../sidecar/src/domain/chat-request.js';
+import type { InferenceContext } from '../../sidecar/src/domain/request-context.js';
+import { ChatStreamRewriter } from '../../sidecar/src/domain/sse/chat-stream.js';
+
+const cfg = parseConfig(defaultConfig('svc'));
+const catalog = new Catalog(cfg.models, cfg.brand);
+
+function ctxFor(model: string, extra: Record<string, unknown> = {}): InferenceContext {
+  const a = admitChat({ model, stream: true, messages: [{ role: 'user', content: 'hi' }], ...extra }, catalog, { defaultTemperature: 0.7 });
+  if (!a.ok) throw new Error('refused');
+  return a.ctx;
+}
+
+const rewriter = (ctx = ctxFor('svc-quick')) => new ChatStreamRewriter(ctx, 'req-7', 'svc', 12);
+
+const base = { id: 'chatcmpl-up', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'sim-quick-1', system_fingerprint: 'fp' };
+const delta = (d: Record<string, unknown>, finish: string | null = null) => ({ ...base, choices: [{ index: 0, delta: d, finish_reason: finish }] });
+const usageChunk = { ...base, choices: [], usage: { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 } };
+const sse = (...events: unknown[]) => events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join('');
+
+/** Output events as parsed JSON ('[DONE]' kept as a string). */
+function events(out: string): unknown[] {
+  return out
+    .split('\n\n')
+    .filter((e) => e.length > 0)
+    .map((e) => {
+      expect(e.startsWith('data: ')).toBe(true);
+      const d = e.slice(6);
+      return d === '[DONE]' ? d : JSON.parse(d);
+    });
+}
+
+function run(input: string, r = rewriter(), chunks: Buffer[] = [Buffer.from(input)]): { out: unknown[]; r: ChatStreamRewriter } {
+  const text = chunks.map((c) => r.push(c).toString()).join('') + r.end().toString();
+  return { out: events(text), r };
+}
+
+const normal = sse(
+  delta({ role: 'assistant', content: '' }),
+  delta({ reasoning_content: 'thinking hard' }),
+  delta({ content: 'Hel', reasoning: 'x' }),
+  delta({ content: 'lo' }),
+  delta({}, 'stop'),
+  usageChunk,
+  '[DONE]',
+);
+
+describe('ChatStreamRewriter', () => {
+  it('every chunk has the chunk object, the alias and the request id', () => {
+    const { out } = run(normal);
+    const chunks = out.filter((e) => e !== '[DONE]') as Record<string, unknown>[];
+    expect(chunks.length).toBeGreaterThan(0);
+    for (const c of chunks) {
+      expect(c).toMatchObject({ id: 'req-7', object: 'chat.completion.chunk', model: 'svc-quick', created: 1_700_000_000 });
+      expect(c).not.toHaveProperty('system_fingerprint');
+    }
+  });
+
+  it('removes reasoning deltas; reasoning-only chunks vanish', () => {
+    const { out } = run(normal);
+    expect(JSON.stringify(out)).not.toContain('reasoning');
+    expect(JSON.stringify(out)).not.toContain('thinking hard');
+    const deltas = (out.slice(0, -2) as { choices: { delta: unknown; finish_reason: unknown }[] }[]).map((c) => c.choices[0]);
+    expect(deltas).toEqual([
+      { index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null },
+      { index: 0, delta: { content: 'Hel' }, finish_reason: null },
+      { index: 0, delta: { content: 'lo' }, finish_reason: null },
+      { index: 0, delta: {}, finish_reason: 'stop' },
+    ]);
+  });
+
+  it('holds usage back to the final chunk, with the svc block, right before [DONE]', () => {
+    const { out, r } = run(normal);
+    expect(out.at(-1)).toBe('[DONE]');
+    expect(out.at(-2)).toEqual({
+      id: 'req-7', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'svc-quick', choices: [],
+      usage: { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 },
+      svc: { alias: 'svc-quick', request_id: 'req-7' },
+    });
+    expect(out.slice(0, -2).some((c) => JSON.stringify(c).includes('usage'))).toBe(false);
+    expect(r.usage()).toEqual({ promptTokens: 9, completionTokens: 4, totalTokens: 13, estimated: false });
+    expect(r.completed).toBe(true);
+  });
+
+  it('usage on the finish chunk is also held back', () => {
+    const input = sse(delta({ content: 'hi' }), { ...delta({}, 'stop'), usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } }, '[DONE]');
+    const { out } = run(input);
+    expect(out).toHaveLength(4);
+    expect(out[1]).not.toHaveProperty('usage');
+    expect(out[2]).toMatchObject({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } });
+  });
+
+  it('without provider usage the final chunk carries an estimate', () => {
+    const { out, r } = run(sse(delta({ content: 'abcdefgh' }), delta({ content: 'ij' }, 'stop'), '[DONE]'));
+    const u = r.usage();
+    expect(u).toEqual({ promptTokens: 12, completionTokens: 3, totalTokens: 15, estimated: true });
+    expect(out.at(-2)).toMatchObject({ usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } });
+  });
+
+  it('a stream ending without [DONE] is closed with the final chunk and [DONE]', () => {
+    const { out, r } = run(sse(delta({ content: 'x' }, 'stop'), usageChunk));
+    expect(out.at(-1)).toBe('[DONE]');
+    expect(out.at(-2)).toMatchObject({ choices: [], usage: { total_tokens: 13 }, svc: { request_id: 'req-7' } });
+    expect(r.completed).toBe(true);
+  });
+
+  it('reports the floor in the svc block of the final chunk', () => {
+    const { out } = run(normal, rewriter(ctxFor('svc-deep', { max_tokens: 5 })));
+    expect((out.at(-2) as { svc: unknown }).svc).toEqual({
+      alias: 'svc-deep', request_id: 'req-7', max_tokens_floor_applied: true, requested_max_tokens: 5, effective_max_tokens: 8000,
+    });
+  });
+
+  it.each([
+    ['an error event', sse(delta({ content: 'a' }), { error: { message: 'provider overloaded sim-quick-1' } }, delta({ content: 'b' }), '[DONE]')],
+    ['an invalid JSON event', sse(delta({ content: 'a' }), '{not json', delta({ content: 'b' }), '[DONE]')],
+  ])('%s → one error envelope and no [DONE]', (_name, input) => {
+    const { out, r } = run(input);
+    expect(out).toHaveLength(2);
+    expect(out[1]).toEqual({
+      error: { message: 'The model provider did not deliver a response.', type: 'api_error', param: null, code: 'upstream_error', request_id: 'req-7' },
+    });
+    expect(out).not.toContain('[DONE]');
+    expect(r.completed).toBe(false);
+  });
+
+  it('end() after [DONE] emits nothing more, and later pushes are ignored', () => {
+    const r = rewriter();
+    const first = r.push(Buffer.from(normal)).toString();
+    expect(events(first).at(-1)).toBe('[DONE]');
+    expect(r.push(Buffer.from(sse(delta({ content: 'late' })))).length).toBe(0);
+    expect(r.end().length).toBe(0);
+    expect(r.end().length).toBe(0);
+  });
+
+  it('input cut at random boundaries gives the same output events', () => {
+    const piece = fc.oneof(
+      fc.string({ unit: fc.constantFrom('a', 'é', '漢', '😀', ' ', '"'), maxLength: 8 }).map((s) => delta({ content: s })),
+      fc.string({ maxLength: 8 }).map((s) => delta({ reasoning_content: s })),
+      fc.constant(delta({}, 'stop')),
+      fc.constant(usageChunk),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 8 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 12 }), (pieces, done, points) => {
+        const bytes = Buffer.from(sse(...pieces, ...(done ? ['[DONE]'] : [])));
+        const at = [...new Set(points.map((p) => p % (bytes.length + 1)))].sort((a, b) => a - b);
+        const chunks = [...at, bytes.length].map((p, i, all) => bytes.subarray(i === 0 ? 0 : (all[i - 1] as number), p));
+        const whole = run('', rewriter(), [bytes]);
+        const split = run('', rewriter(), chunks);
+        expect(split.out).toEqual(whole.out);
+        expect(split.r.usage()).toEqual(whole.r.usage());
+        expect(whole.out.at(-1)).toBe('[DONE]');
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
