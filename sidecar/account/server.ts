@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { Errors, envelope, gatewayError, type ErrorEntry } from '../src/domain/errors.js';
 
 /**
@@ -9,6 +9,7 @@ import { Errors, envelope, gatewayError, type ErrorEntry } from '../src/domain/e
  */
 export interface AccountServiceOptions {
   readonly billingEnabled: boolean;
+  readonly brand: string;
 }
 
 export function buildAccountService(opts: AccountServiceOptions): FastifyInstance {
@@ -17,8 +18,27 @@ export function buildAccountService(opts: AccountServiceOptions): FastifyInstanc
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
-  app.all('/v1/credits', async (req, reply) => reply.code(404).type('application/json').send(send(Errors.billingNotEnabled, rid(req.headers))));
-  app.all('/v1/credits/*', async (req, reply) => reply.code(404).type('application/json').send(send(opts.billingEnabled ? Errors.notFound : Errors.billingNotEnabled, rid(req.headers))));
+  const credits = async (req: FastifyRequest, reply: FastifyReply) =>
+    reply.code(404).type('application/json').send(send(opts.billingEnabled ? Errors.notFound : Errors.billingNotEnabled, rid(req.headers)));
+  app.all('/v1/credits', credits);
+  app.all('/v1/credits/*', credits);
+  // Who the gateway says is calling (identity headers set by Envoy's ext_authz; client copies are removed first).
+  app.get('/v1/accounts/me', async (req, reply) => {
+    const h = (name: string) => {
+      const v = req.headers[`x-${opts.brand}-${name}`];
+      return typeof v === 'string' && v ? v : null;
+    };
+    const tenant = h('tenant-id');
+    if (!tenant) return reply.code(404).type('application/json').send(send(Errors.notFound, rid(req.headers)));
+    return {
+      object: 'account',
+      tenant_id: tenant,
+      subject_id: h('subject-id'),
+      auth_method: h('auth-method'),
+      role: h('role'),
+      scopes: h('scopes')?.split(' ') ?? [],
+    };
+  });
   app.all('/v1/accounts', async (req, reply) => reply.code(404).type('application/json').send(send(Errors.notFound, rid(req.headers))));
   app.all('/v1/accounts/*', async (req, reply) => reply.code(404).type('application/json').send(send(Errors.notFound, rid(req.headers))));
   app.setNotFoundHandler((req, reply) => reply.code(404).type('application/json').send(send(Errors.notFound, rid(req.headers))));

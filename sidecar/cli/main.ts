@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { join } from 'node:path';
 import { AdminClient, AdminError } from './admin-client.js';
+import { mintSession } from '../stack/dev-idp.js';
 
 /**
  * Operator CLI against the running stack's operator API.
@@ -15,6 +17,9 @@ const HELP = `usage: npm run cli -- <command> [options]
                                        issue a key; the key is printed once
   key list --tenant ID                 list a tenant's keys (never the key itself)
   key revoke KEY_ID                    revoke a key
+  session mint --user ID --workspace TENANT[:role] [--workspace …] [--ttl 3600]
+                                       mint a platform session token with the local
+                                       development identity provider (.run/dev-idp; DEV_IDP_DIR)
 
   --json                               machine-readable output
 `;
@@ -36,6 +41,9 @@ async function run(argv: string[]): Promise<number> {
       tenant: { type: 'string' },
       scopes: { type: 'string' },
       'allowed-ips': { type: 'string' },
+      user: { type: 'string' },
+      workspace: { type: 'string', multiple: true },
+      ttl: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -49,6 +57,16 @@ async function run(argv: string[]): Promise<number> {
 
   if (values.help || !noun || noun === 'help') {
     process.stdout.write(HELP);
+    return 0;
+  }
+  if (noun === 'session' && verb === 'mint') {
+    const dir = process.env.DEV_IDP_DIR || '.run/dev-idp';
+    const token = await mintSession(join(dir, 'private.jwk'), {
+      userId: need(values.user, '--user'),
+      workspaces: values.workspace ?? [],
+      ttlSeconds: values.ttl ? Number(values.ttl) : undefined,
+    });
+    out(token, { token });
     return 0;
   }
   const api = client();

@@ -5,6 +5,7 @@ import { loadConfig, readUpstreamKey, ConfigError } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { Catalog } from './domain/catalog.js';
 import { Authorizer } from './domain/auth/authorize.js';
+import { SessionVerifier } from './domain/auth/sessions.js';
 import type { ExchangeSummary } from './domain/exchange.js';
 import { createAuthorizationService, identityHeaderNames } from './adapters/envoy/authz-service.js';
 import { createExternalProcessorService } from './adapters/envoy/ext-proc-service.js';
@@ -29,7 +30,12 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const log = createLogger(cfg.log.level, `${cfg.brand}-sidecar`);
   const store = createStore(cfg);
   const catalog = new Catalog(cfg.models, cfg.brand);
-  const authorizer = new Authorizer({ brand: cfg.brand, findKey: (h) => store.getKeyByHash(h) });
+  const sessions = new SessionVerifier(cfg.identity);
+  const authorizer = new Authorizer({
+    brand: cfg.brand,
+    findKey: (h) => store.getKeyByHash(h),
+    verifySession: (t) => sessions.verify(t),
+  });
   const upstreamKey = readUpstreamKey(cfg, env);
 
   const onSummary = (s: ExchangeSummary) => {
@@ -69,7 +75,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         maxRequestBytes: cfg.limits.maxRequestBytes,
         upstreamKey,
         stripUpstream: identityHeaderNames(cfg.brand),
-        identityProvider: () => ({ configured: false, keys_loaded: 0 }),
+        identityProvider: () => ({ ...sessions.status() }),
       },
     }),
   });

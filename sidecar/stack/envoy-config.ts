@@ -197,7 +197,14 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
       listeners: [
         {
           name: 'gateway',
-          address: { socket_address: { address: cfg.listen.gateway.host, port_value: cfg.listen.gateway.port } },
+          // "::" listens on IPv6 and (ipv4_compat) IPv4 alike.
+          address: {
+            socket_address: {
+              address: cfg.listen.gateway.host,
+              port_value: cfg.listen.gateway.port,
+              ...(cfg.listen.gateway.host === '::' ? { ipv4_compat: true } : {}),
+            },
+          },
           // Bounds buffered (non-streaming) response bodies; request bodies have their own route limit.
           per_connection_buffer_limit_bytes: cfg.limits.maxResponseBytes,
           filter_chains: [

@@ -85,7 +85,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       await sim.waitForLine(listeningLine, 20_000);
     }
     const account = new URL(cfg.accountService.url);
-    const acct = spawnTs('account', 'sidecar/account/main.ts', ['--host', account.hostname, '--port', account.port, ...(cfg.accountService.billingEnabled ? ['--billing'] : [])]);
+    const acct = spawnTs('account', 'sidecar/account/main.ts', ['--host', account.hostname, '--port', account.port, '--brand', cfg.brand, ...(cfg.accountService.billingEnabled ? ['--billing'] : [])]);
     await acct.waitForLine(listeningLine, 20_000);
 
     const configPath = join(opts.runDir, 'gateway.yaml');
@@ -103,7 +103,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await waitForHttp(`${envoyAdminUrl}/ready`, 20_000, (s, b) => s === 200 && b.trim() === 'LIVE');
 
     const adminUrl = `http://${cfg.listen.admin.host}:${cfg.listen.admin.port}`;
-    const hostForUrl = cfg.listen.gateway.host === '0.0.0.0' ? '127.0.0.1' : cfg.listen.gateway.host;
+    const hostForUrl = ['0.0.0.0', '::'].includes(cfg.listen.gateway.host) ? '127.0.0.1' : cfg.listen.gateway.host;
     return {
       config: cfg,
       gatewayUrl: `http://${hostForUrl}:${cfg.listen.gateway.port}`,

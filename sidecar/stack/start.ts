@@ -6,6 +6,8 @@ import { ENVOY_VERSION } from './envoy-config.js';
 import { REPO_ROOT } from './paths.js';
 import { startStack, withPorts } from './stack.js';
 import { AdminClient } from '../cli/admin-client.js';
+import { ensureDevIdentity } from './dev-idp.js';
+import { parseConfig } from '../src/config/load.js';
 
 /**
  * `npm start`: the whole local stack on embedded defaults (or GATEWAY_CONFIG),
@@ -31,7 +33,10 @@ async function main() {
   const local = new URL(cfg.upstream.baseUrl);
   const simulator = process.env.START_SIMULATOR !== '0' && (local.hostname === '127.0.0.1' || local.hostname === 'localhost');
   const sock = `unix:${join(runDir, 'sidecar.sock')}`;
-  const config = cfg.listen.sidecarGrpc === '127.0.0.1:50051' ? withSocket(cfg, sock) : cfg;
+  let config = cfg.listen.sidecarGrpc === '127.0.0.1:50051' ? withSocket(cfg, sock) : cfg;
+  // Local development: trust a local identity provider so session tokens can be minted (`npm run cli -- session mint`).
+  const devIdp = !cfg.identity.jwksFile && !cfg.identity.jwksUrl ? await ensureDevIdentity(join(runDir, 'dev-idp')) : null;
+  if (devIdp) config = parseConfig({ ...config, identity: { ...config.identity, jwksFile: devIdp.jwksFile } });
 
   process.stdout.write(`Starting: ${simulator ? 'simulator, ' : ''}account service, sidecar (store: ${cfg.store.kind}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`);
   const stack = await startStack({ config, envoyBin, runDir, simulator, echo: process.env.STACK_ECHO === '1' });
@@ -47,6 +52,7 @@ async function main() {
       `Gateway:          ${base}`,
       `Development key:  ${key.key}   (tenant ${tenant.id}; shown once)`,
       `Operator API:     ${stack.adminUrl} (token in .run/admin-token; use \`npm run cli -- help\`)`,
+      ...(devIdp ? [`Sessions:         npm run cli -- session mint --user u_dev --workspace ${tenant.id}   (development identity provider)`] : []),
       '',
       'Try:',
       `  curl -s ${base}/models -H 'X-API-Key: ${key.key}'`,

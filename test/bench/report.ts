@@ -16,6 +16,8 @@ export interface ThroughputResult {
   readonly total: number;
   readonly ok2xx: number;
   readonly non2xx: number;
+  readonly s4xx: number;
+  readonly s5xx: number;
   readonly errors: number;
   readonly timeouts: number;
   readonly durationS: number;
@@ -70,10 +72,21 @@ export function latencyTable(results: readonly ScenarioResult[]): string {
 
 export function throughputTable(results: readonly ScenarioResult[]): string {
   return table(
-    ['target', 'req/s', 'responses', 'p50 ms*', 'p99 ms*', 'non-2xx', 'errors', 'timeouts'],
+    ['target', 'req/s', 'responses', 'p50 ms*', 'p99 ms*', 'non-2xx', '4xx', '5xx', 'errors', 'timeouts'],
     results.map((r) => {
       const t = r.throughput;
-      return [r.label, fmt(t.rps, 1), String(t.total), fmt(t.p50, 0), fmt(t.p99, 0), String(t.non2xx), String(t.errors), String(t.timeouts)];
+      return [
+        r.label,
+        fmt(t.rps, 1),
+        String(t.total),
+        fmt(t.p50, 0),
+        fmt(t.p99, 0),
+        String(t.non2xx),
+        String(t.s4xx),
+        String(t.s5xx),
+        String(t.errors),
+        String(t.timeouts),
+      ];
     }),
   );
 }
@@ -137,6 +150,8 @@ export function jsonSummary(summary: {
       rps: round(t.rps, 1),
       throughput_responses: t.total,
       throughput_non2xx: t.non2xx,
+      throughput_4xx: t.s4xx,
+      throughput_5xx: t.s5xx,
       throughput_errors: t.errors,
       throughput_timeouts: t.timeouts,
       autocannon_p50_ms: t.p50,

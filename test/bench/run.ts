@@ -36,7 +36,7 @@ import {
   type ThroughputResult,
 } from './report.js';
 import { COMPARISONS, SCENARIOS, USER_MESSAGE, type Scenario } from './scenarios.js';
-import { installCleanupHandlers, reapChildren, startTargets, stopTargets, type Targets } from './targets.js';
+import { installCleanupHandlers, interrupted, reapChildren, startTargets, stopTargets, type Targets } from './targets.js';
 
 function envInt(name: string, fallback: number, min = 1): number {
   const raw = process.env[name];
@@ -160,6 +160,8 @@ async function throughputRun(t: Targets, s: Scenario, p: Params): Promise<Throug
     total,
     ok2xx: r['2xx'],
     non2xx: r.non2xx,
+    s4xx: r['4xx'],
+    s5xx: r['5xx'],
     errors: r.errors,
     timeouts: r.timeouts,
     durationS: r.duration,
@@ -184,14 +186,14 @@ async function main(): Promise<number> {
     node: process.version,
   };
 
-  const removeHandlers = installCleanupHandlers();
+  // Stay installed to the end: a Ctrl-C during the final cleanup must not kill this process half-way.
+  installCleanupHandlers();
   let targets: Targets;
   try {
     process.stdout.write('bench: starting simulator, account service, sidecar, gateway Envoy and bare Envoy...\n');
     targets = await startTargets({ echo: process.env.BENCH_ECHO === '1' });
   } catch (err) {
-    await stopTargets();
-    removeHandlers();
+    if (!interrupted()) await stopTargets();
     throw err;
   }
 
@@ -266,18 +268,28 @@ async function main(): Promise<number> {
     const failed = results.filter((r) => r.latency.non2xx + r.latency.errors + r.throughput.non2xx + r.throughput.errors > 0);
     if (failed.length > 0) {
       lines.push(`\nWARNING: errors or non-2xx responses in: ${failed.map((r) => r.name).join(', ')}`);
+      const tally = [...targets.accessLogProblems()].sort((a, b) => b[1] - a[1]);
+      if (tally.length > 0) {
+        lines.push('recent non-2xx Envoy access-log entries (process status flags details: count; status 0 DC = cut off at the end of a run):');
+        for (const [k, n] of tally.slice(0, 10)) lines.push(`  ${k}: ${n}`);
+      }
       exitCode = 1;
     }
+    const loadEnd = os.loadavg().map((v) => Number(v.toFixed(2)));
+    lines.push(`\nload avg at end: ${loadEnd.join(' ')} (at start: ${machine.loadavg_at_start.join(' ')}; anything else running on this box skews the numbers)`);
     lines.push('');
-    lines.push(jsonSummary({ time: new Date().toISOString(), machine: { ...machine, envoy: targets.envoyVersion }, params, results, comparisons }));
+    lines.push(
+      jsonSummary({ time: new Date().toISOString(), machine: { ...machine, loadavg_at_end: loadEnd, envoy: targets.envoyVersion }, params, results, comparisons }),
+    );
     process.stdout.write(`${lines.join('\n')}\n`);
   } catch (err) {
+    if (interrupted()) return 130; // the signal handler is stopping everything and exits
     process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n\nprocess output:\n${targets.logs()}\n`);
     exitCode = 1;
   } finally {
-    await stopTargets();
-    removeHandlers();
+    if (!interrupted()) await stopTargets();
   }
+  if (interrupted()) return 130;
   const leftovers = await reapChildren();
   if (leftovers.length > 0) {
     process.stderr.write(`bench: had to signal leftover child processes:\n  ${leftovers.join('\n  ')}\n`);
@@ -289,8 +301,11 @@ async function main(): Promise<number> {
 }
 
 main().then(
-  (code) => process.exit(code),
+  (code) => {
+    if (!interrupted()) process.exit(code); // else the signal handler exits once it has stopped everything
+  },
   (err: unknown) => {
+    if (interrupted()) return; // the signal handler is stopping everything and exits
     process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
     void reapChildren().finally(() => process.exit(1));
   },

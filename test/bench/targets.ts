@@ -45,6 +45,13 @@ export interface Targets {
   /** pid of each process of the benchmark topology, by name. */
   pids(): Record<string, number | undefined>;
   logs(): string;
+  /**
+   * Non-2xx entries among the recent access-log lines of both Envoys (the last
+   * 2000 lines each process keeps), tallied as "process status flags details".
+   * For explaining a non-2xx count; it includes the warm-ups and, at the end of
+   * each autocannon run, the requests cut off in flight (status 0, DC).
+   */
+  accessLogProblems(): Map<string, number>;
 }
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -146,6 +153,25 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
       return out;
     },
     logs: () => `${gw.stack.logs()}\n${bareEnvoy.tail(200)}`,
+    accessLogProblems() {
+      const tally = new Map<string, number>();
+      for (const p of [gatewayEnvoy, bareEnvoy]) {
+        for (const line of p.lines) {
+          if (!line.startsWith('{')) continue;
+          let e: Record<string, unknown>;
+          try {
+            e = JSON.parse(line) as Record<string, unknown>;
+          } catch {
+            continue;
+          }
+          const status = Number(e.status);
+          if (status >= 200 && status < 300) continue;
+          const k = `${p.name} ${status} ${String(e.flags)} ${String(e.details)}`;
+          tally.set(k, (tally.get(k) ?? 0) + 1);
+        }
+      }
+      return tally;
+    },
   };
 }
 
@@ -224,11 +250,17 @@ export async function reapChildren(graceMs = 3000): Promise<string[]> {
  * cleanup are ignored), reap leftovers, exit 130. Returns a function that
  * removes the handlers.
  */
+let interruptedBy: NodeJS.Signals | null = null;
+
+/** The signal that interrupted the run, if any (failures after it are expected, not news). */
+export function interrupted(): NodeJS.Signals | null {
+  return interruptedBy;
+}
+
 export function installCleanupHandlers(): () => void {
-  let cleaning = false;
   const handler = (sig: NodeJS.Signals) => {
-    if (cleaning) return;
-    cleaning = true;
+    if (interruptedBy) return;
+    interruptedBy = sig;
     process.stderr.write(`\nbench: ${sig}, stopping targets...\n`);
     const force = setTimeout(() => process.exit(130), 15_000);
     force.unref();

@@ -8,6 +8,7 @@ import { requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
 import { startStack, type Stack } from '../../sidecar/stack/stack.js';
 import { AdminClient } from '../../sidecar/cli/admin-client.js';
 import { freePort } from './ports.js';
+import { ensureDevIdentity, mintSession, type MintOptions } from '../../sidecar/stack/dev-idp.js';
 import { startRedis, type RedisServer } from './redis.js';
 
 /**
@@ -26,6 +27,10 @@ export interface TestGateway {
   readonly key: string;
   readonly redis: RedisServer | null;
   readonly upstreamKey: string;
+  /** Mints a platform session token trusted by this gateway. */
+  session(opts: Omit<MintOptions, 'userId'> & { userId?: string }): Promise<string>;
+  /** Mints a token with a key pair this gateway does not trust. */
+  foreignSession(opts: Omit<MintOptions, 'userId'> & { userId?: string }): Promise<string>;
   sim(path: string, init?: RequestInit): Promise<any>;
   stop(): Promise<void>;
 }
@@ -53,6 +58,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
   const [gateway, envoyAdmin, admin, simulator, account] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const runDir = mkdtempSync(join(tmpdir(), 'gw-test-'));
   const upstreamKey = 'sk-provider-test-secret';
+  const idp = await ensureDevIdentity(join(runDir, 'dev-idp'));
+  const foreignIdp = await ensureDevIdentity(join(runDir, 'foreign-idp'));
   const raw = merge(defaultConfig('svc'), {
     listen: {
       gateway: { host: '127.0.0.1', port: gateway },
@@ -62,6 +69,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     },
     upstream: { baseUrl: `http://127.0.0.1:${simulator}/v1`, apiKeyEnv: 'TEST_UPSTREAM_KEY', idleTimeoutMs: 3000 },
     accountService: { url: `http://127.0.0.1:${account}` },
+    identity: { jwksFile: idp.jwksFile },
     log: { level: 'info' },
     ...(redis ? { store: { kind: 'redis', url: redis.url } } : {}),
   });
@@ -93,6 +101,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     key: created.key,
     redis,
     upstreamKey,
+    session: (o) => mintSession(idp.privateJwkFile, { userId: 'usr_test', ...o }),
+    foreignSession: (o) => mintSession(foreignIdp.privateJwkFile, { userId: 'usr_test', ...o }),
     async sim(path, init) {
       const res = await fetch(`${stack.simulatorUrl}${path}`, init);
       return res.json();

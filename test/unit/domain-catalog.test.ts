@@ -104,7 +104,7 @@ describe('validAliases', () => {
 
   // BUG (minor): the doc comment promises "floating first then pinned", but
   // aliases are interleaved per family (svc-quick, svc-quick-2026-08, svc-core, ...).
-  it.fails('orders floating aliases first, then pinned', () => {
+  it('orders floating aliases first, then pinned', () => {
     expect(catalog.validAliases('chat')).toEqual(
       ['svc-quick', 'svc-core', 'svc-deep', 'svc-quick-2026-08', 'svc-core-2026-08', 'svc-deep-2026-08'],
     );

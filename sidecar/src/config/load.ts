@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { ConfigSchema, type Config } from './schema.js';
+import { ConfigSchema, modelRuleProblems, type Config } from './schema.js';
 import { defaultConfig } from './defaults.js';
 
 export class ConfigError extends Error {
@@ -56,6 +56,8 @@ function applyEnv(raw: Plain, env: Env, problems: string[]): void {
   str('UPSTREAM_API_KEY_FILE', ['upstream', 'apiKeyFile']);
   str('ACCOUNT_SERVICE_URL', ['accountService', 'url']);
   str('LOG_LEVEL', ['log', 'level']);
+  str('IDENTITY_JWKS_FILE', ['identity', 'jwksFile']);
+  str('IDENTITY_JWKS_URL', ['identity', 'jwksUrl']);
   if (env.REDIS_URL) setPath(raw, ['store'], { kind: 'redis', url: env.REDIS_URL });
 }
 
@@ -96,7 +98,7 @@ export function loadConfig(opts: { path?: string | undefined; env?: Env } = {}):
 /** Validates an already-assembled raw object (used by tests and the loader). */
 export function parseConfig(raw: unknown, earlier: readonly string[] = []): Config {
   const result = ConfigSchema.safeParse(raw);
-  const problems = [...earlier];
+  const problems = [...earlier, ...modelRuleProblems(raw)];
   if (!result.success) {
     for (const issue of result.error.issues) {
       const where = issue.path.length ? issue.path.join('.') : '(root)';

@@ -72,6 +72,32 @@ export const ConfigSchema = z
       .object({ temperature: z.number().min(0).max(2).default(0.7) })
       .strict()
       .default({ temperature: 0.7 }),
+    /**
+     * The platform identity provider whose session tokens (JWTs) are accepted on
+     * /credits* and /accounts*. No JWKS configured: no bearer ever verifies as a session.
+     */
+    identity: z
+      .object({
+        jwksFile: z.string().min(1).nullable().default(null),
+        jwksUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
+        issuer: z.string().min(1).default('https://identity.svc.local'),
+        audience: z.string().min(1).default('svc-gateway'),
+        /** Platform sessions last 60 minutes; a token claiming longer is refused. */
+        maxLifetimeSeconds: z.number().int().positive().default(3600),
+        clockToleranceSeconds: z.number().int().min(0).max(300).default(30),
+        /** How often a JWKS URL is fetched again. */
+        refreshSeconds: z.number().int().positive().default(300),
+      })
+      .strict()
+      .default({
+        jwksFile: null,
+        jwksUrl: null,
+        issuer: 'https://identity.svc.local',
+        audience: 'svc-gateway',
+        maxLifetimeSeconds: 3600,
+        clockToleranceSeconds: 30,
+        refreshSeconds: 300,
+      }),
     store: z
       .discriminatedUnion('kind', [
         z.object({ kind: z.literal('memory') }).strict(),
@@ -83,29 +109,39 @@ export const ConfigSchema = z
       .strict()
       .default({ level: 'info' }),
   })
-  .strict()
-  .superRefine((cfg, ctx) => {
-    const seen = new Set<string>();
-    cfg.models.forEach((m, i) => {
-      for (const [field, name] of [['alias', m.alias], ['pinned', m.pinned]] as const) {
-        if (!name.startsWith(`${cfg.brand}-`)) {
-          ctx.addIssue({ code: 'custom', path: ['models', i, field], message: `must start with "${cfg.brand}-" (the brand prefix)` });
-        }
-        if (seen.has(name)) ctx.addIssue({ code: 'custom', path: ['models', i, field], message: 'duplicate alias' });
-        seen.add(name);
-      }
-      if (!m.pinned.startsWith(`${m.alias}-`)) {
-        ctx.addIssue({ code: 'custom', path: ['models', i, 'pinned'], message: 'must be the floating alias followed by -YYYY-MM' });
-      }
-      if (m.maxTokensFloor !== null && m.kind !== 'chat') {
-        ctx.addIssue({ code: 'custom', path: ['models', i, 'maxTokensFloor'], message: 'only chat models take a max_tokens floor' });
-      }
-    });
-    const internal = new Set(cfg.models.flatMap((m) => [m.model, m.pinnedModel]));
-    for (const name of seen) {
-      if (internal.has(name)) ctx.addIssue({ code: 'custom', path: ['models'], message: 'an alias may not equal an internal model name' });
+  .strict();
+
+/**
+ * Cross-field rules of the model families, checked on the raw input so they
+ * are reported together with every schema problem (zod skips refinements of
+ * an object once one of its fields fails).
+ */
+export function modelRuleProblems(raw: unknown): string[] {
+  const problems: string[] = [];
+  const cfg = (raw ?? {}) as { brand?: unknown; models?: unknown };
+  const brand = typeof cfg.brand === 'string' ? cfg.brand : 'svc';
+  if (!Array.isArray(cfg.models)) return problems;
+  const seen = new Set<string>();
+  const internal = new Set<string>();
+  cfg.models.forEach((m: unknown, i: number) => {
+    if (typeof m !== 'object' || m === null) return;
+    const f = m as Record<string, unknown>;
+    for (const field of ['model', 'pinnedModel'] as const) if (typeof f[field] === 'string') internal.add(f[field] as string);
+    for (const field of ['alias', 'pinned'] as const) {
+      const name = f[field];
+      if (typeof name !== 'string') continue;
+      if (!name.startsWith(`${brand}-`)) problems.push(`models.${i}.${field}: must start with "${brand}-" (the brand prefix)`);
+      if (seen.has(name)) problems.push(`models.${i}.${field}: duplicate alias`);
+      seen.add(name);
     }
+    if (typeof f.alias === 'string' && typeof f.pinned === 'string' && !f.pinned.startsWith(`${f.alias}-`)) {
+      problems.push(`models.${i}.pinned: must be the floating alias followed by -YYYY-MM`);
+    }
+    if (f.maxTokensFloor != null && f.kind !== 'chat') problems.push(`models.${i}.maxTokensFloor: only chat models take a max_tokens floor`);
   });
+  if ([...seen].some((name) => internal.has(name))) problems.push('models: an alias may not equal an internal model name');
+  return problems;
+}
 
 export type Config = z.infer<typeof ConfigSchema>;
 export type ModelFamily = z.infer<typeof ModelFamilySchema>;

@@ -26,6 +26,7 @@ export interface ModelListEntry {
 export class Catalog {
   private readonly byAlias = new Map<string, ResolvedAlias>();
   private readonly validByKind: Record<ModelKind, string[]> = { chat: [], embedding: [] };
+  private readonly pinnedByKind: Record<ModelKind, string[]> = { chat: [], embedding: [] };
   readonly internalModels: ReadonlySet<string>;
   private readonly listBody: string;
 
@@ -44,6 +45,7 @@ export class Catalog {
         [`${brand}_kind`]: f.kind, [`${brand}_floating`]: false, [`${brand}_pinned_date`]: f.pinned.slice(-7),
       });
     }
+    for (const kind of ['chat', 'embedding'] as const) this.validByKind[kind].push(...this.pinnedByKind[kind]);
     this.internalModels = new Set(families.flatMap((f) => [f.model, f.pinnedModel]));
     const all = [...entries, ...pinnedEntries];
     this.entries = all;
@@ -54,7 +56,7 @@ export class Catalog {
 
   private add(r: ResolvedAlias): void {
     this.byAlias.set(r.alias, Object.freeze(r));
-    this.validByKind[r.kind].push(r.alias);
+    (r.floating ? this.validByKind : this.pinnedByKind)[r.kind].push(r.alias);
   }
 
   resolve(alias: string): ResolvedAlias | undefined {

@@ -72,9 +72,9 @@ export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy): 
   const upstream: Record<string, unknown> = { ...body, model: resolved.internalModel };
   if (upstream.temperature == null) upstream.temperature = policy.defaultTemperature;
   if (effective !== null) {
-    // One field upstream: the newer name when the caller used it, else max_tokens.
+    // Whichever fields the caller used carry the effective cap; max_tokens when none.
     if (body.max_completion_tokens != null) upstream.max_completion_tokens = effective;
-    else upstream.max_tokens = effective;
+    if (body.max_tokens != null || body.max_completion_tokens == null) upstream.max_tokens = effective;
   }
   if (stream) upstream.stream_options = { ...(isObject(body.stream_options) ? body.stream_options : {}), include_usage: true };
   else delete upstream.stream_options;

@@ -23,6 +23,13 @@ export const Errors = Object.freeze({
   emptyInput: entry({ status: 400, type: 'invalid_request_error', code: 'SRV_001', message: 'input must be non-empty.' }),
   invalidApiKey: entry({ status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'Invalid or missing API key. Send a valid key in the X-API-Key header.' }),
   missingCredentials: entry({ status: 401, type: 'authentication_error', code: 'AUTH_001', message: 'Missing credentials' }),
+  invalidCredentials: entry({ status: 401, type: 'authentication_error', code: 'AUTH_001', message: 'Invalid credentials' }),
+  noWorkspace: entry({
+    status: 403,
+    type: 'permission_error',
+    code: 'AUTHZ_001',
+    message: "{'error': 'no_workspace'} The session does not belong to the workspace named by X-Workspace-ID (send X-Workspace-ID when the person belongs to several).",
+  }),
   insufficientScope: entry({ status: 403, type: 'permission_error', code: 'insufficient_scope', message: 'This key lacks the required scope "ai".' }),
   scopeNotRecognised: entry({ status: 403, type: 'permission_error', code: 'scope_not_recognised', message: 'This key carries a scope that is not recognised; no wildcard scope exists.' }),
   keyOutsidePrefix: entry({ status: 403, type: 'permission_error', code: 'AUTHZ_001', message: 'API keys are valid only on the gateway paths.' }),
@@ -31,6 +38,13 @@ export const Errors = Object.freeze({
   methodNotAllowed: entry({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: 'Method not allowed on this path.' }),
   payloadTooLarge: entry({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' }),
   upstreamError: entry({ status: 502, type: 'api_error', code: 'upstream_error', message: 'The model provider did not deliver a response.' }),
+  identityProviderUnavailable: entry({
+    status: 503,
+    type: 'api_error',
+    code: 'identity_provider_unavailable',
+    message: 'Platform session tokens are not accepted on this path; use an API key in the X-API-Key header.',
+    headers: { 'Retry-After': '30' },
+  }),
   serviceUnavailable: entry({ status: 503, type: 'api_error', code: 'service_unavailable', message: 'The gateway is temporarily unavailable.' }),
 });
 

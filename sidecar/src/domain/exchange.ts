@@ -243,7 +243,13 @@ export class Exchange {
   private modelsReply(): Action {
     const rest = this.path.slice(`${this.deps.apiPrefix}/models`.length);
     if (rest === '') return this.ok(this.deps.catalog.modelListJson());
-    const one = this.deps.catalog.modelJson(decodeURIComponent(rest.slice(1)));
+    let id: string;
+    try {
+      id = decodeURIComponent(rest.slice(1));
+    } catch {
+      return this.refuse(Errors.notFound);
+    }
+    const one = this.deps.catalog.modelJson(id);
     return one ? this.ok(one) : this.refuse(Errors.notFound);
   }
 
@@ -256,6 +262,7 @@ export class Exchange {
       auth_method: p.method,
       scopes: p.scopes,
       key_id: p.keyId,
+      role: p.role,
       identity_provider: this.deps.identityProvider(),
       request_id: this.requestId,
     };

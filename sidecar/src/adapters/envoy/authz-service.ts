@@ -15,7 +15,7 @@ const GRPC_PERMISSION_DENIED = 7;
 
 /** Identity headers the gateway sets for the account service; client copies are stripped by Envoy first. */
 export function identityHeaderNames(brand: string): string[] {
-  return [`x-${brand}-tenant-id`, `x-${brand}-subject-id`, `x-${brand}-auth-method`, `x-${brand}-scopes`, `x-${brand}-key-id`];
+  return [`x-${brand}-tenant-id`, `x-${brand}-subject-id`, `x-${brand}-auth-method`, `x-${brand}-scopes`, `x-${brand}-key-id`, `x-${brand}-role`];
 }
 
 export function peerAddress(address: Address | undefined): string | null {
@@ -25,7 +25,7 @@ export function peerAddress(address: Address | undefined): string | null {
 
 /** Principal ↔ dynamic metadata (a flat Struct of strings). */
 export function principalToMetadata(p: Principal): Record<string, string> {
-  return { tenant_id: p.tenantId, subject_id: p.subjectId, auth_method: p.method, scopes: p.scopes.join(' '), key_id: p.keyId ?? '' };
+  return { tenant_id: p.tenantId, subject_id: p.subjectId, auth_method: p.method, scopes: p.scopes.join(' '), key_id: p.keyId ?? '', role: p.role ?? '' };
 }
 
 export function principalFromMetadata(md: Record<string, unknown> | undefined): Principal | null {
@@ -34,7 +34,8 @@ export function principalFromMetadata(md: Record<string, unknown> | undefined): 
   if (method !== 'api_key' && method !== 'api_key_bearer' && method !== 'session') return null;
   const scopes = typeof md.scopes === 'string' && md.scopes ? md.scopes.split(' ') : [];
   const keyId = typeof md.key_id === 'string' && md.key_id ? md.key_id : null;
-  return { tenantId: md.tenant_id, subjectId: md.subject_id, method, scopes, keyId };
+  const role = typeof md.role === 'string' && md.role ? md.role : null;
+  return { tenantId: md.tenant_id, subjectId: md.subject_id, method, scopes, keyId, role };
 }
 
 function denied(err: GatewayError, requestId: string): CheckResponse {
@@ -64,15 +65,8 @@ export function createAuthorizationService(deps: { authorizer: Authorizer; brand
             return;
           }
           const p = outcome.principal;
-          const setHeaders = p
-            ? [
-                plainHeader(identity[0] as string, p.tenantId),
-                plainHeader(identity[1] as string, p.subjectId),
-                plainHeader(identity[2] as string, p.method),
-                plainHeader(identity[3] as string, p.scopes.join(' ')),
-                plainHeader(identity[4] as string, p.keyId ?? ''),
-              ]
-            : [];
+          const values = p ? [p.tenantId, p.subjectId, p.method, p.scopes.join(' '), p.keyId ?? '', p.role ?? ''] : [];
+          const setHeaders = values.map((v, i) => plainHeader(identity[i] as string, v));
           callback(null, {
             status: { code: GRPC_OK, message: '', details: [] },
             okResponse: {

@@ -1,10 +1,12 @@
 import type { KeyRecord } from '../../store/contract.js';
 import { StoreUnavailableError } from '../../store/contract.js';
-import { Errors, gatewayError, type GatewayError } from '../errors.js';
+import { Errors, gatewayError, type ErrorEntry, type GatewayError } from '../errors.js';
 import { IpAllowlist } from './ip-allowlist.js';
 import { hashApiKey, looksLikeApiKey } from './keys.js';
 import type { Principal } from './principal.js';
-import { classifyPath, type RouteClass } from './routes.js';
+import { classifyPath, pathOnly, type RouteClass } from './routes.js';
+import { API_PREFIX } from '../../api-prefix.js';
+import type { Session } from './sessions.js';
 
 /** What the authoriser needs to know about a request; no Envoy types. */
 export interface AuthRequest {
@@ -23,12 +25,16 @@ export type AuthOutcome =
 export interface AuthDeps {
   readonly brand: string;
   readonly findKey: (hash: string) => Promise<KeyRecord | null>;
+  /** A verified platform session, or null when the bearer value does not verify. */
+  readonly verifySession: (token: string) => Promise<Session | null>;
 }
 
 const REQUIRED_SCOPE = 'ai';
 const WILDCARD_SCOPES = new Set(['admin', 'full', '*']);
 
-const deny = (entry = Errors.invalidApiKey): AuthOutcome => ({ ok: false, error: gatewayError(entry) });
+const isWhoami = (path: string): boolean => pathOnly(path) === `${API_PREFIX}/whoami`;
+
+const deny = (entry: ErrorEntry): AuthOutcome => ({ ok: false, error: gatewayError(entry) });
 
 /** Splits `Authorization: Bearer <token>`; an empty or non-bearer value counts as absent. */
 export function bearerToken(value: string | undefined): string | undefined {
@@ -37,6 +43,16 @@ export function bearerToken(value: string | undefined): string | undefined {
   return m ? m[1] : undefined;
 }
 
+/**
+ * The spec's authentication rules, in order:
+ * a bearer that verifies as a platform session wins over a key (rule 2) and
+ * is accepted on /credits* and /accounts* only (rule 11: 503 elsewhere); a
+ * bearer that does not verify falls through to X-API-Key (rule 3); a key is
+ * looked up by the SHA-256 of the whole key (rule 5), must be active, pass
+ * its IP allowlist (rule 10), carry no wildcard scope (rule 7) and carry
+ * `ai` (rule 6), and is valid only under the prefix (rule 8). Every key
+ * failure is the same 401 (rule 9).
+ */
 export class Authorizer {
   private readonly allowlists = new Map<string, IpAllowlist>();
 
@@ -46,19 +62,26 @@ export class Authorizer {
     const route = classifyPath(req.path);
     const xApiKey = req.header('x-api-key')?.trim() || undefined;
     const bearer = bearerToken(req.header('authorization'));
+    const workspace = req.header('x-workspace-id')?.trim() || undefined;
+    const keyFailure = route === 'account' ? Errors.invalidCredentials : Errors.invalidApiKey;
 
-    let presented: string | undefined;
-    let method: Principal['method'] = 'api_key';
-    if (xApiKey) presented = xApiKey;
-    else if (bearer && route !== 'account') {
-      presented = bearer;
-      method = 'api_key_bearer';
+    const session = bearer ? await this.deps.verifySession(bearer) : null;
+    if (session) {
+      // The identity echo answers every credential form; other inference paths take keys only (rule 11).
+      if (route === 'inference' && !isWhoami(req.path)) return deny(Errors.identityProviderUnavailable);
+      if (route === 'outside') return { ok: true, principal: null, route };
+      return this.sessionPrincipal(session, workspace, route);
     }
+
+    // Key as bearer: inference paths only, and only without X-API-Key.
+    const presented = xApiKey ?? (route !== 'account' ? bearer : undefined);
+    const method: Principal['method'] = xApiKey ? 'api_key' : 'api_key_bearer';
     if (!presented) {
       if (route === 'outside') return { ok: true, principal: null, route };
-      return deny(route === 'account' ? Errors.missingCredentials : Errors.invalidApiKey);
+      if (route === 'account') return deny(bearer ? Errors.invalidCredentials : Errors.missingCredentials);
+      return deny(Errors.invalidApiKey);
     }
-    if (!looksLikeApiKey(presented, this.deps.brand)) return deny();
+    if (!looksLikeApiKey(presented, this.deps.brand)) return deny(keyFailure);
 
     let key: KeyRecord | null;
     try {
@@ -67,8 +90,9 @@ export class Authorizer {
       if (err instanceof StoreUnavailableError) return deny(Errors.serviceUnavailable);
       throw err;
     }
-    if (!key || key.status !== 'active') return deny();
-    if (key.allowedIps && !this.allowlistOf(key).allows(req.peer)) return deny();
+    if (!key || key.status !== 'active') return deny(keyFailure);
+    if (workspace !== undefined && workspace !== key.tenantId) return deny(keyFailure); // a key of another tenant
+    if (key.allowedIps && !this.allowlistOf(key).allows(req.peer)) return deny(keyFailure);
     if (route === 'outside') return deny(Errors.keyOutsidePrefix);
     if (key.scopes.some((s) => WILDCARD_SCOPES.has(s))) return deny(Errors.scopeNotRecognised);
     if (!key.scopes.includes(REQUIRED_SCOPE)) return deny(Errors.insufficientScope);
@@ -76,7 +100,22 @@ export class Authorizer {
     return {
       ok: true,
       route,
-      principal: { subjectId: key.id, tenantId: key.tenantId, method, scopes: key.scopes, keyId: key.id },
+      principal: { subjectId: key.id, tenantId: key.tenantId, method, scopes: key.scopes, keyId: key.id, role: null },
+    };
+  }
+
+  private sessionPrincipal(session: Session, workspace: string | undefined, route: RouteClass): AuthOutcome {
+    const chosen =
+      workspace !== undefined
+        ? session.workspaces.find((w) => w.id === workspace)
+        : session.workspaces.length === 1
+          ? session.workspaces[0]
+          : undefined;
+    if (!chosen) return deny(Errors.noWorkspace);
+    return {
+      ok: true,
+      route,
+      principal: { subjectId: session.userId, tenantId: chosen.id, method: 'session', scopes: [], keyId: null, role: chosen.role },
     };
   }
 

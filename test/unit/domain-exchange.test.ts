@@ -1,0 +1,200 @@
+/** Exchange: one HTTP exchange driven with plain values, from request headers to summary. */
+import { describe, expect, it } from 'vitest';
+import { defaultConfig } from '../../sidecar/src/config/defaults.js';
+import { parseConfig } from '../../sidecar/src/config/load.js';
+import type { Principal } from '../../sidecar/src/domain/auth/principal.js';
+import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { type Action, Exchange, type ExchangeDeps } from '../../sidecar/src/domain/exchange.js';
+
+const cfg = parseConfig(defaultConfig('svc'));
+const deps: ExchangeDeps = {
+  brand: cfg.brand,
+  apiPrefix: '/v1',
+  catalog: new Catalog(cfg.models, cfg.brand),
+  defaultTemperature: cfg.defaults.temperature,
+  maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
+  maxRequestBytes: 4096,
+  upstreamKey: 'sk-provider',
+  identityProvider: () => ({ configured: false }),
+  stripUpstream: ['x-svc-tenant-id'],
+};
+const principal: Principal = { subjectId: 'key_1', tenantId: 'ten_1', method: 'api_key', scopes: ['ai'], keyId: 'key_1', role: null };
+
+function start(method: string, path: string, over: { principal?: Principal | null; endOfStream?: boolean; contentLength?: number | null; d?: ExchangeDeps } = {}) {
+  const x = new Exchange(over.d ?? deps);
+  const action = x.requestHeaders({
+    method, path, requestId: 'req-1', endOfStream: over.endOfStream ?? false,
+    contentLength: over.contentLength ?? null, principal: over.principal === undefined ? principal : over.principal,
+  });
+  return { x, action };
+}
+
+function reply(a: Action): { status: number; json: Record<string, unknown>; headers: Record<string, string> } {
+  if (a.kind !== 'reply') throw new Error(`expected a reply, got ${a.kind}`);
+  return { status: a.status, json: JSON.parse(a.body) as Record<string, unknown>, headers: { ...a.headers } };
+}
+const errorOf = (a: Action) => (reply(a).json as { error: Record<string, unknown> }).error;
+const body = (a: Action) => (a.kind === 'continue' && a.body ? a.body.toString() : '');
+
+const chatBody = (extra: Record<string, unknown> = {}) => Buffer.from(JSON.stringify({ model: 'svc-quick', messages: [{ role: 'user', content: 'hi' }], ...extra }));
+const completion = JSON.stringify({ id: 'up', model: 'sim-quick-1', choices: [{ index: 0, message: { role: 'assistant', content: 'yo' }, finish_reason: 'stop' }], usage: { prompt_tokens: 2, completion_tokens: 1, total_tokens: 3 } });
+
+function admittedChat(extra: Record<string, unknown> = {}) {
+  const { x, action } = start('POST', '/v1/chat/completions');
+  expect(action.kind).toBe('continue');
+  const b = x.requestBody(chatBody(extra));
+  expect(b.kind).toBe('continue');
+  return { x, headersAction: action, bodyAction: b };
+}
+
+describe('requests answered by the gateway', () => {
+  it('GET /models replies with the list; /models/<alias> with one entry', () => {
+    const list = reply(start('GET', '/v1/models?x=1').action);
+    expect(list.status).toBe(200);
+    expect(list.headers['content-type']).toBe('application/json');
+    expect((list.json.data as unknown[]).length).toBe(8);
+    expect(reply(start('GET', '/v1/models/svc-deep').action).json.id).toBe('svc-deep');
+    expect(reply(start('GET', '/v1/models/sim-deep-r1').action).status).toBe(404);
+  });
+
+  // BUG: decodeURIComponent throws URIError on a malformed escape; the adapter turns that into a 503.
+  it('a malformed escape in /models/<id> is a 404, not an exception', () => {
+    expect(reply(start('GET', '/v1/models/%E0%A4%A').action).status).toBe(404);
+  });
+
+  it('GET /whoami describes the principal', () => {
+    const r = reply(start('GET', '/v1/whoami').action);
+    expect(r.json).toEqual({
+      object: 'whoami', subject_id: 'key_1', tenant_id: 'ten_1', auth_method: 'api_key', scopes: ['ai'], key_id: 'key_1', role: null,
+      identity_provider: { configured: false }, request_id: 'req-1',
+    });
+  });
+
+  it.each([['POST', '/v1/models'], ['DELETE', '/v1/whoami'], ['GET', '/v1/chat/completions'], ['PUT', '/v1/embeddings']])('%s %s → 405', (m, p) => {
+    const { x, action } = start(m, p);
+    expect(reply(action).status).toBe(405);
+    expect(errorOf(action)).toMatchObject({ code: 'method_not_allowed', request_id: 'req-1' });
+    expect(x.summary()).toMatchObject({ status: 405, outcome: 'refused', errorCode: 'method_not_allowed' });
+  });
+
+  it('an unknown route → 404 envelope, even without a principal', () => {
+    for (const path of ['/v1/nope', '/v1/chat/completions/x', '/v2/models', '/v1/usage']) {
+      const { action } = start('GET', path, { principal: path === '/v1/nope' ? null : principal });
+      expect(reply(action).status).toBe(404);
+      expect(errorOf(action)).toEqual({ message: 'Not found.', type: 'not_found_error', param: null, code: null, request_id: 'req-1' });
+    }
+  });
+
+  it('no principal → 401 invalid_api_key', () => {
+    const { action } = start('POST', '/v1/chat/completions', { principal: null });
+    expect(reply(action).status).toBe(401);
+    expect(errorOf(action).code).toBe('invalid_api_key');
+  });
+
+  it('a POST without a body → 400 param body; an oversize content-length → 413', () => {
+    expect(errorOf(start('POST', '/v1/embeddings', { endOfStream: true }).action)).toMatchObject({ code: 'invalid_request', param: 'body' });
+    const big = start('POST', '/v1/chat/completions', { contentLength: 4097 }).action;
+    expect(reply(big).status).toBe(413);
+    expect(start('POST', '/v1/chat/completions', { contentLength: 4096 }).action.kind).toBe('continue');
+  });
+});
+
+describe('requests sent upstream', () => {
+  it('strips caller credentials and sets the provider key', () => {
+    const { headersAction } = admittedChat();
+    expect(headersAction).toEqual({
+      kind: 'continue',
+      headers: { set: { 'accept-encoding': 'identity', authorization: 'Bearer sk-provider' }, remove: ['x-api-key', 'x-workspace-id', 'cookie', 'x-svc-tenant-id'] },
+    });
+    const none = start('POST', '/v1/chat/completions', { d: { ...deps, upstreamKey: undefined } }).action;
+    expect(none.kind === 'continue' && none.headers?.remove).toContain('authorization');
+  });
+
+  it('rewrites the body and its content-length', () => {
+    const { bodyAction } = admittedChat();
+    const sent = JSON.parse(body(bodyAction)) as Record<string, unknown>;
+    expect(sent).toMatchObject({ model: 'sim-quick-1', temperature: 0.7 });
+    expect(bodyAction.kind === 'continue' && bodyAction.headers?.set['content-length']).toBe(String(Buffer.byteLength(body(bodyAction))));
+  });
+
+  it('invalid JSON, a refused body and an oversize body are replies', () => {
+    const bad = start('POST', '/v1/chat/completions').x.requestBody(Buffer.from('{'));
+    expect(errorOf(bad)).toMatchObject({ code: 'invalid_request', param: 'body' });
+    const refused = start('POST', '/v1/embeddings').x.requestBody(Buffer.from('{"model":"svc-embed","input":""}'));
+    expect(errorOf(refused).code).toBe('SRV_001');
+    expect(reply(start('POST', '/v1/chat/completions').x.requestBody(Buffer.alloc(4097, 32))).status).toBe(413);
+  });
+});
+
+describe('responses', () => {
+  it('a JSON completion is rewritten; provider headers outside the kept list are removed', () => {
+    const { x } = admittedChat();
+    const h = x.responseHeaders(200, [':status', 'content-type', 'content-length', 'x-provider-id', 'openai-organization', 'date'], 'application/json');
+    expect(h).toEqual({ kind: 'continue', headers: { set: {}, remove: ['x-provider-id', 'openai-organization'] } });
+    expect(body(x.responseBody(Buffer.from(completion.slice(0, 20)), false))).toBe('');
+    const last = x.responseBody(Buffer.from(completion.slice(20)), true);
+    const out = JSON.parse(body(last)) as Record<string, unknown>;
+    expect(out).toMatchObject({ id: 'req-1', model: 'svc-quick', svc: { alias: 'svc-quick', request_id: 'req-1' } });
+    expect(last.kind === 'continue' && last.headers?.set['content-length']).toBe(String(Buffer.byteLength(body(last))));
+    expect(x.summary()).toMatchObject({
+      status: 200, outcome: 'ok', alias: 'svc-quick', stream: false, requestCount: 1, errorCode: null,
+      usage: { promptTokens: 2, completionTokens: 1, totalTokens: 3, estimated: false },
+    });
+  });
+
+  it.each([
+    ['a non-2xx status', 503, 'application/json', false],
+    ['headers with endOfStream', 200, 'application/json', true],
+  ])('%s → 502 reply', (_name, status, ct, eos) => {
+    const { x } = admittedChat();
+    expect(errorOf(x.responseHeaders(status, [':status'], ct, eos))).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: 'req-1' });
+    expect(x.summary()).toMatchObject({ status: 502, outcome: 'upstream_error', errorCode: 'upstream_error' });
+    expect(x.upstreamHttpStatus).toBe(status);
+  });
+
+  it('a stream answered without text/event-stream → 502; a bad JSON body → 502', () => {
+    const s = admittedChat({ stream: true }).x;
+    expect(reply(s.responseHeaders(200, [':status'], 'application/json')).status).toBe(502);
+    const j = admittedChat().x;
+    j.responseHeaders(200, [':status'], 'application/json');
+    expect(reply(j.responseBody(Buffer.from('<html>'), true)).status).toBe(502);
+  });
+
+  it('a response for an exchange that never saw request headers passes through', () => {
+    const x = new Exchange(deps);
+    expect(x.responseHeaders(403, [':status'], 'application/json')).toEqual({ kind: 'continue', passResponse: true });
+    expect(x.responseBody(Buffer.from('{}'), true)).toEqual({ kind: 'continue' });
+  });
+
+  it('a stream switches to chunk processing and rewrites chunks', () => {
+    const { x } = admittedChat({ stream: true });
+    const h = x.responseHeaders(200, [':status', 'content-type', 'x-ratelimit-remaining'], 'text/event-stream; charset=utf-8');
+    expect(h).toEqual({ kind: 'continue', streamResponse: true, headers: { set: {}, remove: ['x-ratelimit-remaining', 'content-length'] } });
+    const chunk = (c: unknown) => Buffer.from(`data: ${JSON.stringify(c)}\n\n`);
+    const first = body(x.responseBody(chunk({ model: 'sim-quick-1', created: 1, choices: [{ index: 0, delta: { content: 'hi' } }] }), false));
+    expect(JSON.parse(first.slice(6))).toMatchObject({ id: 'req-1', model: 'svc-quick', choices: [{ delta: { content: 'hi' } }] });
+    const last = body(x.responseBody(Buffer.from('data: [DONE]\n\n'), true));
+    expect(last.endsWith('data: [DONE]\n\n')).toBe(true);
+    expect(x.summary()).toMatchObject({ status: 200, stream: true, outcome: 'ok', usage: { estimated: true } });
+  });
+
+  it('abandon() mid-stream records estimated usage and outcome interrupted', () => {
+    const { x } = admittedChat({ stream: true });
+    x.responseHeaders(200, [':status'], 'text/event-stream');
+    x.responseBody(Buffer.from(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'abcdefgh' } }] })}\n\n`), false);
+    expect(x.summary().outcome).toBe('incomplete');
+    x.abandon();
+    const s = x.summary();
+    expect(s.outcome).toBe('interrupted');
+    expect(s.usage).toMatchObject({ completionTokens: 2, estimated: true });
+    expect(s.usage?.promptTokens).toBeGreaterThan(0);
+  });
+
+  it('abandon() after a completed exchange changes nothing', () => {
+    const { x } = admittedChat();
+    x.responseHeaders(200, [':status'], 'application/json');
+    x.responseBody(Buffer.from(completion), true);
+    x.abandon();
+    expect(x.summary().outcome).toBe('ok');
+  });
+});
