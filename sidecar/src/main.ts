@@ -91,6 +91,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       await grpc.close();
       await admin.close();
       await store.close();
+      log.flush();
     },
   };
 }

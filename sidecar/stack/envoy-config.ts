@@ -172,6 +172,11 @@ const ACCESS_LOG_FORMAT = {
   bytes_in: '%BYTES_RECEIVED%',
   bytes_out: '%BYTES_SENT%',
   peer: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
+  authz_us: '%FILTER_STATE(envoy.filters.http.ext_authz:FIELD:latency_us)%',
+  proc_req_headers_us: '%FILTER_STATE(envoy.filters.http.ext_proc:FIELD:request_header_latency_us)%',
+  proc_req_body_us: '%FILTER_STATE(envoy.filters.http.ext_proc:FIELD:request_body_total_latency_us)%',
+  proc_resp_headers_us: '%FILTER_STATE(envoy.filters.http.ext_proc:FIELD:response_header_latency_us)%',
+  proc_resp_body_us: '%FILTER_STATE(envoy.filters.http.ext_proc:FIELD:response_body_total_latency_us)%',
 };
 
 /** Renders the full Envoy bootstrap for a validated gateway config. */

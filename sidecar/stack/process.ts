@@ -31,17 +31,26 @@ export class ManagedProcess {
     const { name, opts } = this;
     this.child = spawn(this.cmd, this.args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     const keep = opts.keep ?? 2000;
-    const onData = (buf: Buffer) => {
-      for (const line of buf.toString('utf8').split('\n')) {
-        if (!line) continue;
-        this.lines.push(line);
-        if (this.lines.length > keep) this.lines.shift();
-        if (opts.echo) process.stdout.write(`[${name}] ${line}\n`);
-        this.readyWaiters = this.readyWaiters.filter((w) => !w(line));
-      }
+    const keepLine = (line: string) => {
+      if (!line) return;
+      this.lines.push(line);
+      if (this.lines.length > keep) this.lines.shift();
+      if (opts.echo) process.stdout.write(`[${name}] ${line}\n`);
+      this.readyWaiters = this.readyWaiters.filter((w) => !w(line));
     };
-    this.child.stdout?.on('data', onData);
-    this.child.stderr?.on('data', onData);
+    // Output chunks are not line boundaries: keep the unfinished tail of each stream.
+    const splitter = () => {
+      let tail = '';
+      return (buf: Buffer) => {
+        const parts = (tail + buf.toString('utf8')).split('\n');
+        tail = parts.pop() ?? '';
+        for (const line of parts) keepLine(line);
+      };
+    };
+    const onStdout = splitter();
+    const onStderr = splitter();
+    this.child.stdout?.on('data', onStdout);
+    this.child.stderr?.on('data', onStderr);
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
   }
 

@@ -25,6 +25,8 @@ export interface StackOptions {
   readonly echo?: boolean;
   readonly env?: NodeJS.ProcessEnv;
   readonly envoyLogLevel?: string;
+  /** Extra node flags per service (e.g. { sidecar: ['--cpu-prof'] } for profiling). */
+  readonly nodeArgs?: Readonly<Record<string, readonly string[]>>;
 }
 
 export interface Stack {
@@ -66,7 +68,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const env = { ...process.env, ...(opts.env ?? {}) };
   const processes: ManagedProcess[] = [];
   const spawnTs = (name: string, script: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}) => {
-    const p = new ManagedProcess(name, process.execPath, [...TSX, join(REPO_ROOT, script), ...args], {
+    const p = new ManagedProcess(name, process.execPath, [...(opts.nodeArgs?.[name] ?? []), ...TSX, join(REPO_ROOT, script), ...args], {
       env: { ...env, ...extraEnv },
       cwd: REPO_ROOT,
       echo: opts.echo,

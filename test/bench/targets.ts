@@ -133,7 +133,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
     { echo: opts.echo },
   );
   cleanups.push(() => bareEnvoy.stop());
-  const bareHost = gw.config.listen.gateway.host === '0.0.0.0' ? '127.0.0.1' : gw.config.listen.gateway.host;
+  const bareHost = ['0.0.0.0', '::'].includes(gw.config.listen.gateway.host) ? '127.0.0.1' : gw.config.listen.gateway.host;
   await waitForReady(`http://${gw.config.listen.envoyAdmin.host}:${adminPort}/ready`, 20_000, bareEnvoy);
 
   return {

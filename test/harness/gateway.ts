@@ -41,6 +41,7 @@ export interface GatewayOptions {
   readonly config?: Record<string, unknown>;
   readonly simulatorArgs?: readonly string[];
   readonly env?: NodeJS.ProcessEnv;
+  readonly nodeArgs?: Readonly<Record<string, readonly string[]>>;
 }
 
 const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -84,6 +85,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
       simulatorArgs: ['--api-key', upstreamKey, ...(opts.simulatorArgs ?? [])],
       baseId: (process.pid % 10000) * 10 + baseIdCounter++,
       env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
+      nodeArgs: opts.nodeArgs,
     });
   } catch (err) {
     await redis?.stop();

@@ -12,6 +12,7 @@ export async function startGrpcServer(
     'grpc.max_send_message_length': 64 * 1024 * 1024,
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.http2.min_ping_interval_without_data_ms': 10_000,
+    'grpc.enable_channelz': 0,
   });
   server.addService(AuthorizationService, services.authz as never);
   server.addService(ExternalProcessorService, services.extProc as never);

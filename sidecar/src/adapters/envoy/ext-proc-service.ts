@@ -75,7 +75,12 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           return;
         }
         call.write(res);
-        if (res.immediateResponse || (req.responseBody?.endOfStream ?? false) || res.modeOverride === PASS_RESPONSE) finish(false);
+        if (res.immediateResponse || (req.responseBody?.endOfStream ?? false) || res.modeOverride === PASS_RESPONSE) {
+          finish(false);
+          // Close our side cleanly: Envoy then carries on without ext_proc instead of
+          // resetting the stream (a reset per request trips HTTP/2 rapid-reset limits).
+          call.end();
+        }
       });
       call.on('end', () => {
         finish(true);

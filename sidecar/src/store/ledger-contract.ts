@@ -1,0 +1,142 @@
+/**
+ * The money contract: prepaid balances, holds, settlement, spend caps,
+ * throttling counters, the ledger and the usage counter. All amounts are
+ * integer micro-units of the deployment's currency.
+ *
+ * Every operation is atomic (one Redis script over one tenant's keys, which
+ * share a hash tag) and idempotent:
+ * - reserve: by request id: a second reserve with the same id changes nothing
+ *   and answers `replay` (ioredis may resend a command after a reconnect);
+ * - settle / release: by request id: applied once; later calls change nothing;
+ * - adjustBalance: by the caller's idempotency key.
+ * Implementations: Redis (deployments) and memory (embedded default); one
+ * contract test suite runs against both.
+ */
+
+export interface RateLimits {
+  /** null: no limit. */
+  readonly requestsPerMinute: number | null;
+  readonly tokensPerMinute: number | null;
+  /** Counter scope id: the key id or the tenant id, as configured. */
+  readonly scopeId: string;
+}
+
+export interface ReserveInput {
+  readonly tenantId: string;
+  readonly requestId: string;
+  readonly keyId: string | null;
+  /** Worst-case cost to hold (micro-units, >= 0). */
+  readonly amount: number;
+  /** Worst-case tokens (for tokens-per-minute throttling). */
+  readonly tokens: number;
+  /** Refuse when the available balance (balance - held) is below `amount`. */
+  readonly creditCheck: boolean;
+  /** Spend-cap period the request falls in, e.g. "2026-11". */
+  readonly period: string;
+  /** Epoch minute, for throttling windows. */
+  readonly minute: number;
+  readonly limits: RateLimits | null;
+  readonly holdTtlSeconds: number;
+  readonly now: number; // epoch ms
+}
+
+export type ReserveOutcome =
+  | { readonly ok: true; readonly replay: boolean }
+  | { readonly ok: false; readonly reason: 'insufficient_credit' | 'spend_cap_exceeded' | 'rate_limit_exceeded' };
+
+/** One usage-counter record. There is no field for prompt or completion content. */
+export interface UsageRecord {
+  readonly time: string; // ISO-8601 UTC
+  readonly tenantId: string;
+  readonly keyId: string | null;
+  readonly alias: string;
+  readonly internalModel: string;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  readonly totalTokens: number;
+  readonly requestCount: number;
+  readonly requestId: string;
+  /** Charged micro-units (after any cap at the hold). */
+  readonly cost: number;
+  readonly estimated: boolean;
+}
+
+export interface SettleInput {
+  readonly tenantId: string;
+  readonly requestId: string;
+  /** Actual cost (micro-units). Never more than the hold is taken; the rest is recorded as uncovered. */
+  readonly charge: number;
+  readonly creditCheck: boolean;
+  readonly period: string;
+  /** UTC day of the request, "YYYY-MM-DD" (usage by day). */
+  readonly day: string;
+  readonly usage: Omit<UsageRecord, 'cost'>;
+  readonly now: number;
+}
+
+export interface SettleOutcome {
+  /** false: this request was already settled; nothing changed. */
+  readonly applied: boolean;
+  /** Micro-units taken from the balance. */
+  readonly charged: number;
+  /** Micro-units of the actual cost the hold (or balance) did not cover. */
+  readonly uncovered: number;
+}
+
+export interface AccountState {
+  readonly balance: number;
+  readonly held: number;
+  /** null: no spend cap. */
+  readonly cap: number | null;
+  readonly spent: number; // in the given period
+}
+
+export interface LedgerEntry {
+  readonly id: string;
+  readonly time: string;
+  readonly type: 'grant' | 'deduct' | 'charge';
+  /** Signed change of the balance. */
+  readonly amount: number;
+  readonly balanceAfter: number;
+  readonly requestId: string | null;
+  readonly reason: string | null;
+}
+
+export interface UsageDay {
+  readonly day: string;
+  readonly alias: string;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  readonly requests: number;
+  readonly cost: number;
+}
+
+export class InsufficientBalanceError extends Error {
+  constructor() {
+    super('the balance does not cover this deduction');
+    this.name = 'InsufficientBalanceError';
+  }
+}
+
+export interface Ledger {
+  reserve(input: ReserveInput): Promise<ReserveOutcome>;
+  settle(input: SettleInput): Promise<SettleOutcome>;
+  /** Gives a hold back in full (the request failed). Idempotent; false if there was no open hold. */
+  release(tenantId: string, requestId: string): Promise<boolean>;
+  /** Releases holds whose time ran out (a crashed process). Returns how many. */
+  reapExpired(tenantId: string, now: number): Promise<number>;
+  /** Tenants that hold anything right now (for the reaper). */
+  tenantsWithHolds(): Promise<string[]>;
+
+  account(tenantId: string, period: string): Promise<AccountState>;
+  /** Grant (amount > 0) or deduct (amount < 0); a deduct never takes the balance below zero. Idempotent by key. */
+  adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<LedgerEntry>;
+  /** null clears the cap. */
+  setCap(tenantId: string, cap: number | null): Promise<void>;
+  /** Newest first. */
+  ledger(tenantId: string, limit: number): Promise<LedgerEntry[]>;
+  /** Newest first. */
+  usageRecords(tenantId: string, limit: number): Promise<UsageRecord[]>;
+  usageByDay(tenantId: string, fromDay: string, toDay: string): Promise<UsageDay[]>;
+  close(): Promise<void>;
+}
