@@ -67,7 +67,8 @@
  * Only while the very first connection attempt is in flight do calls wait for
  * it (at most connectTimeoutMs), so a store used right after creation works.
  */
-import { Redis, ReplyError } from 'ioredis';
+import { connectRedis, positive, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+export { toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import {
   type KeyRecord,
   type Store,
@@ -99,26 +100,7 @@ export interface RedisStoreOptions {
   readonly commandTimeoutMs?: number;
 }
 
-export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
-export const DEFAULT_COMMAND_TIMEOUT_MS = 1_000;
-const RECONNECT_BASE_MS = 50;
-const RECONNECT_MAX_MS = 1_000;
 const REVOKE_ATTEMPTS = 16;
-
-/** Server replies meaning "Redis cannot serve this right now". */
-const UNAVAILABLE_REPLIES = new Set([
-  'LOADING',
-  'BUSY',
-  'READONLY',
-  'MASTERDOWN',
-  'CLUSTERDOWN',
-  'TRYAGAIN',
-  'MISCONF',
-  'OOM',
-  'NOREPLICAS',
-  'NOAUTH',
-  'WRONGPASS',
-]);
 
 const PREFIX = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -137,24 +119,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`;
 
-function positive(value: number | undefined, fallback: number, what: string): number {
-  if (value === undefined) return fallback;
-  if (!Number.isFinite(value) || value <= 0) throw new TypeError(`${what} must be a positive number`);
-  return value;
-}
-
-/** Maps an error from ioredis to what the contract promises. */
-export function toStoreError(err: unknown): unknown {
-  if (err instanceof StoreUnavailableError) return err;
-  if (err instanceof ReplyError) {
-    const code = String((err as Error).message).split(' ', 1)[0] ?? '';
-    return UNAVAILABLE_REPLIES.has(code) ? new StoreUnavailableError(err) : err;
-  }
-  // Connection refused/reset/closed, "Stream isn't writeable…", "Command timed
-  // out", MaxRetriesPerRequestError, "Connection is closed.", parser errors.
-  return new StoreUnavailableError(err);
-}
-
 export function createRedisStore(opts: RedisStoreOptions): Store {
   if (!PREFIX.test(opts.prefix)) {
     throw new TypeError('prefix must be 1-64 characters of letters, digits, "_", "-", "."');
@@ -171,46 +135,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     tenants: `${p}:tenants`,
   };
 
-  const client = new Redis(opts.url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    autoResendUnfulfilledCommands: false,
-    connectTimeout: connectTimeoutMs,
-    commandTimeout: commandTimeoutMs,
-    lazyConnect: false,
-    retryStrategy: (times) => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times - 1, 10), RECONNECT_MAX_MS),
-  });
-  // Connection errors are reported through the commands that fail; without a
-  // listener ioredis would print "Unhandled error event" for each attempt.
-  client.on('error', () => {});
-
-  // Calls made while the first connection attempt is still in flight wait for
-  // it; afterwards (and after it failed) they fail fast.
-  let starting: Promise<void> | null = new Promise<void>((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      client.off('ready', done);
-      client.off('error', done);
-      client.off('close', done);
-      starting = null;
-      resolve();
-    };
-    const timer = setTimeout(done, connectTimeoutMs);
-    timer.unref();
-    client.on('ready', done);
-    client.on('error', done);
-    client.on('close', done);
-  });
-
-  /** Runs Redis commands, mapping client/connection failures to contract errors. */
-  async function redis<T>(op: () => Promise<T>): Promise<T> {
-    if (starting !== null) await starting;
-    try {
-      return await op();
-    } catch (err) {
-      throw toStoreError(err);
-    }
-  }
+  const { client, redis, close } = connectRedis(opts.url, { connectTimeoutMs, commandTimeoutMs });
 
   function decode<T>(key: string, raw: string, check: (value: unknown) => T | string): T {
     let parsed: unknown;
@@ -256,7 +181,6 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     return { record, raw, key };
   }
 
-  let closing: Promise<void> | null = null;
 
   return {
     kind: 'redis',
@@ -367,15 +291,6 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
       await redis(() => client.ping());
     },
 
-    close() {
-      closing ??= (async () => {
-        try {
-          await client.quit();
-        } catch {
-          client.disconnect();
-        }
-      })();
-      return closing;
-    },
+    close,
   };
 }

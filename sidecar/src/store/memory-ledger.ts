@@ -1,0 +1,507 @@
+/**
+ * In-process money ledger (the embedded default). Same observable semantics as
+ * the Redis ledger, checked by the shared ledger contract suite:
+ *
+ * Per tenant it keeps the balance, `held` (sum of open holds), the spend cap,
+ * spent per period, holds by request id, throttling counters per
+ * (scope, minute), the ledger, the usage records and usage by (day, alias).
+ *
+ * - reserve: a request id seen before (hold in any state) answers
+ *   `{ ok: true, replay: true }` and changes nothing. Otherwise it checks, in
+ *   this order, throttling (requests, then tokens; null limit = unlimited), the
+ *   spend cap (`spent[period] + held + amount > cap`) and, when asked, credit
+ *   (`balance - held < amount`); a refusal changes nothing (counters included).
+ * - settle: once per request id. An open hold covers at most its amount (the
+ *   rest is `uncovered`); without an open hold (none, released or reaped) the
+ *   charge is taken from the available balance when the credit check is on,
+ *   in full otherwise (the balance may go negative). Every applied settle
+ *   records usage; a ledger entry is written only when money moves.
+ * - release / reapExpired give open holds back; adjustBalance is idempotent by
+ *   key and never takes the balance below zero on a deduct.
+ * - inputs are validated (`TypeError`), results are fresh copies, and after
+ *   close() every method rejects with `StoreUnavailableError`.
+ *
+ * Every method is async and runs its whole read-modify-write synchronously,
+ * so each operation is atomic with respect to the others.
+ */
+import { StoreUnavailableError } from './contract.js';
+import {
+  type AccountState,
+  type Ledger,
+  type LedgerEntry,
+  type RateLimits,
+  type ReserveInput,
+  type ReserveOutcome,
+  type SettleInput,
+  type SettleOutcome,
+  type UsageDay,
+  type UsageRecord,
+  InsufficientBalanceError,
+} from './ledger-contract.js';
+
+type HoldState = 'held' | 'settled' | 'released';
+
+interface Hold {
+  amount: number;
+  state: HoldState;
+  expiresAt: number;
+  period: string;
+  keyId: string | null;
+  charged: number;
+}
+
+interface Counters {
+  requests: number;
+  tokens: number;
+}
+
+interface TenantState {
+  balance: number;
+  held: number;
+  cap: number | null;
+  readonly spent: Map<string, number>;
+  readonly holds: Map<string, Hold>;
+  /** Request ids whose hold is in state 'held'. */
+  readonly open: Set<string>;
+  /** minute → scope id → counters. */
+  readonly rate: Map<number, Map<string, Counters>>;
+  /** Oldest first. */
+  readonly ledger: LedgerEntry[];
+  /** Oldest first. */
+  readonly usage: UsageRecord[];
+  /** `${day}\0${alias}` → aggregate. */
+  readonly byDay: Map<string, UsageDay>;
+  /** idempotency key → the entry written the first time. */
+  readonly adjustments: Map<string, LedgerEntry>;
+  seq: number;
+}
+
+// ---------------------------------------------------------------- validation
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+function nonNegativeInteger(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new TypeError(`${what} must be a non-negative safe integer`);
+  }
+  return value;
+}
+
+function nonEmpty(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new TypeError(`${what} must be a non-empty string`);
+  }
+  return value;
+}
+
+function stringOrNull(value: unknown, what: string): string | null {
+  if (value !== null && typeof value !== 'string') throw new TypeError(`${what} must be a string or null`);
+  return value;
+}
+
+function instant(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new TypeError(`${what} must be a finite, non-negative epoch time`);
+  }
+  return value;
+}
+
+function day(value: unknown, what: string): string {
+  if (typeof value !== 'string' || !DAY.test(value)) throw new TypeError(`${what} must be a YYYY-MM-DD day`);
+  return value;
+}
+
+function checkLimits(value: RateLimits | null): RateLimits | null {
+  if (value === null) return null;
+  if (typeof value !== 'object') throw new TypeError('limits must be an object or null');
+  const limit = (v: unknown, what: string): number | null => (v === null ? null : nonNegativeInteger(v, what));
+  return {
+    requestsPerMinute: limit(value.requestsPerMinute, 'limits.requestsPerMinute'),
+    tokensPerMinute: limit(value.tokensPerMinute, 'limits.tokensPerMinute'),
+    scopeId: nonEmpty(value.scopeId, 'limits.scopeId'),
+  };
+}
+
+function checkReserve(input: ReserveInput): ReserveInput {
+  if (typeof input !== 'object' || input === null) throw new TypeError('reserve input must be an object');
+  if (typeof input.creditCheck !== 'boolean') throw new TypeError('creditCheck must be a boolean');
+  const ttl = input.holdTtlSeconds;
+  if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) {
+    throw new TypeError('holdTtlSeconds must be a positive number');
+  }
+  if (typeof input.minute !== 'number' || !Number.isSafeInteger(input.minute)) {
+    throw new TypeError('minute must be a safe integer');
+  }
+  return {
+    tenantId: nonEmpty(input.tenantId, 'tenantId'),
+    requestId: nonEmpty(input.requestId, 'requestId'),
+    keyId: stringOrNull(input.keyId, 'keyId'),
+    amount: nonNegativeInteger(input.amount, 'amount'),
+    tokens: nonNegativeInteger(input.tokens, 'tokens'),
+    creditCheck: input.creditCheck,
+    period: nonEmpty(input.period, 'period'),
+    minute: input.minute,
+    limits: checkLimits(input.limits),
+    holdTtlSeconds: ttl,
+    now: instant(input.now, 'now'),
+  };
+}
+
+function checkUsage(value: SettleInput['usage']): Omit<UsageRecord, 'cost'> {
+  if (typeof value !== 'object' || value === null) throw new TypeError('usage must be an object');
+  if (typeof value.time !== 'string' || Number.isNaN(Date.parse(value.time))) {
+    throw new TypeError('usage.time must be an ISO-8601 timestamp');
+  }
+  if (typeof value.internalModel !== 'string') throw new TypeError('usage.internalModel must be a string');
+  if (typeof value.estimated !== 'boolean') throw new TypeError('usage.estimated must be a boolean');
+  return {
+    time: value.time,
+    tenantId: nonEmpty(value.tenantId, 'usage.tenantId'),
+    keyId: stringOrNull(value.keyId, 'usage.keyId'),
+    alias: nonEmpty(value.alias, 'usage.alias'),
+    internalModel: value.internalModel,
+    promptTokens: nonNegativeInteger(value.promptTokens, 'usage.promptTokens'),
+    completionTokens: nonNegativeInteger(value.completionTokens, 'usage.completionTokens'),
+    totalTokens: nonNegativeInteger(value.totalTokens, 'usage.totalTokens'),
+    requestCount: nonNegativeInteger(value.requestCount, 'usage.requestCount'),
+    requestId: nonEmpty(value.requestId, 'usage.requestId'),
+    estimated: value.estimated,
+  };
+}
+
+function checkSettle(input: SettleInput): SettleInput {
+  if (typeof input !== 'object' || input === null) throw new TypeError('settle input must be an object');
+  if (typeof input.creditCheck !== 'boolean') throw new TypeError('creditCheck must be a boolean');
+  return {
+    tenantId: nonEmpty(input.tenantId, 'tenantId'),
+    requestId: nonEmpty(input.requestId, 'requestId'),
+    charge: nonNegativeInteger(input.charge, 'charge'),
+    creditCheck: input.creditCheck,
+    period: nonEmpty(input.period, 'period'),
+    day: day(input.day, 'day'),
+    usage: checkUsage(input.usage),
+    now: instant(input.now, 'now'),
+  };
+}
+
+// ---------------------------------------------------------------- copies
+
+function copyEntry(e: LedgerEntry): LedgerEntry {
+  return {
+    id: e.id,
+    time: e.time,
+    type: e.type,
+    amount: e.amount,
+    balanceAfter: e.balanceAfter,
+    requestId: e.requestId,
+    reason: e.reason,
+  };
+}
+
+function copyUsage(r: UsageRecord): UsageRecord {
+  return { ...r };
+}
+
+function copyDay(d: UsageDay): UsageDay {
+  return { ...d };
+}
+
+function newestFirst<T>(items: readonly T[], limit: number, copy: (item: T) => T): T[] {
+  const out: T[] = [];
+  for (let i = items.length - 1; i >= 0 && out.length < limit; i--) out.push(copy(items[i]!));
+  return out;
+}
+
+// ---------------------------------------------------------------- ledger
+
+export function createMemoryLedger(): Ledger {
+  const tenants = new Map<string, TenantState>();
+  let closed = false;
+
+  function open(): void {
+    if (closed) throw new StoreUnavailableError(new Error('memory ledger is closed'));
+  }
+
+  function state(tenantId: string): TenantState {
+    let t = tenants.get(tenantId);
+    if (t === undefined) {
+      t = {
+        balance: 0,
+        held: 0,
+        cap: null,
+        spent: new Map(),
+        holds: new Map(),
+        open: new Set(),
+        rate: new Map(),
+        ledger: [],
+        usage: [],
+        byDay: new Map(),
+        adjustments: new Map(),
+        seq: 0,
+      };
+      tenants.set(tenantId, t);
+    }
+    return t;
+  }
+
+  function append(t: TenantState, entry: Omit<LedgerEntry, 'id'>): LedgerEntry {
+    t.seq += 1;
+    const stored: LedgerEntry = { id: String(t.seq), ...entry };
+    t.ledger.push(stored);
+    return stored;
+  }
+
+  function releaseHold(t: TenantState, requestId: string, hold: Hold): void {
+    t.held -= hold.amount;
+    hold.state = 'released';
+    t.open.delete(requestId);
+  }
+
+  /** Counters of the minute, dropping minutes that can no longer matter. */
+  function counters(t: TenantState, minute: number, scopeId: string): Counters {
+    for (const m of t.rate.keys()) if (m < minute - 1) t.rate.delete(m);
+    let scopes = t.rate.get(minute);
+    if (scopes === undefined) {
+      scopes = new Map();
+      t.rate.set(minute, scopes);
+    }
+    let c = scopes.get(scopeId);
+    if (c === undefined) {
+      c = { requests: 0, tokens: 0 };
+      scopes.set(scopeId, c);
+    }
+    return c;
+  }
+
+  function peekCounters(t: TenantState | undefined, minute: number, scopeId: string): Counters {
+    return t?.rate.get(minute)?.get(scopeId) ?? { requests: 0, tokens: 0 };
+  }
+
+  return {
+    async reserve(raw): Promise<ReserveOutcome> {
+      open();
+      const input = checkReserve(raw);
+      const existing = tenants.get(input.tenantId);
+      if (existing?.holds.has(input.requestId) === true) return { ok: true, replay: true };
+
+      const balance = existing?.balance ?? 0;
+      const held = existing?.held ?? 0;
+      const cap = existing?.cap ?? null;
+      const limits = input.limits;
+      if (limits !== null) {
+        const c = peekCounters(existing, input.minute, limits.scopeId);
+        if (limits.requestsPerMinute !== null && c.requests + 1 > limits.requestsPerMinute) {
+          return { ok: false, reason: 'rate_limit_exceeded' };
+        }
+        if (limits.tokensPerMinute !== null && c.tokens + input.tokens > limits.tokensPerMinute) {
+          return { ok: false, reason: 'rate_limit_exceeded' };
+        }
+      }
+      if (cap !== null) {
+        const spent = existing?.spent.get(input.period) ?? 0;
+        if (spent + held + input.amount > cap) return { ok: false, reason: 'spend_cap_exceeded' };
+      }
+      if (input.creditCheck && balance - held < input.amount) {
+        return { ok: false, reason: 'insufficient_credit' };
+      }
+
+      const t = state(input.tenantId);
+      t.held += input.amount;
+      t.holds.set(input.requestId, {
+        amount: input.amount,
+        state: 'held',
+        expiresAt: input.now + input.holdTtlSeconds * 1000,
+        period: input.period,
+        keyId: input.keyId,
+        charged: 0,
+      });
+      t.open.add(input.requestId);
+      if (limits !== null) {
+        const c = counters(t, input.minute, limits.scopeId);
+        if (limits.requestsPerMinute !== null) c.requests += 1;
+        if (limits.tokensPerMinute !== null) c.tokens += input.tokens;
+      }
+      return { ok: true, replay: false };
+    },
+
+    async settle(raw): Promise<SettleOutcome> {
+      open();
+      const input = checkSettle(raw);
+      const t = state(input.tenantId);
+      const hold = t.holds.get(input.requestId);
+      if (hold?.state === 'settled') return { applied: false, charged: hold.charged, uncovered: 0 };
+
+      let charged: number;
+      let uncovered: number;
+      if (hold?.state === 'held') {
+        charged = Math.min(input.charge, hold.amount);
+        uncovered = input.charge - charged;
+        t.held -= hold.amount;
+        t.open.delete(input.requestId);
+      } else if (input.creditCheck) {
+        const available = Math.max(t.balance - t.held, 0);
+        charged = Math.min(input.charge, available);
+        uncovered = input.charge - charged;
+      } else {
+        charged = input.charge;
+        uncovered = 0;
+      }
+
+      t.balance -= charged;
+      t.spent.set(input.period, (t.spent.get(input.period) ?? 0) + charged);
+      if (hold === undefined) {
+        t.holds.set(input.requestId, {
+          amount: 0,
+          state: 'settled',
+          expiresAt: input.now,
+          period: input.period,
+          keyId: input.usage.keyId,
+          charged,
+        });
+      } else {
+        hold.state = 'settled';
+        hold.charged = charged;
+      }
+      if (charged > 0) {
+        append(t, {
+          time: new Date(input.now).toISOString(),
+          type: 'charge',
+          amount: -charged,
+          balanceAfter: t.balance,
+          requestId: input.requestId,
+          reason: null,
+        });
+      }
+      t.usage.push({ ...input.usage, cost: charged });
+      const dayKey = `${input.day}\u0000${input.usage.alias}`;
+      const prev = t.byDay.get(dayKey);
+      t.byDay.set(dayKey, {
+        day: input.day,
+        alias: input.usage.alias,
+        promptTokens: (prev?.promptTokens ?? 0) + input.usage.promptTokens,
+        completionTokens: (prev?.completionTokens ?? 0) + input.usage.completionTokens,
+        requests: (prev?.requests ?? 0) + input.usage.requestCount,
+        cost: (prev?.cost ?? 0) + charged,
+      });
+      return { applied: true, charged, uncovered };
+    },
+
+    async release(tenantId, requestId) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(requestId, 'requestId');
+      const t = tenants.get(tenantId);
+      const hold = t?.holds.get(requestId);
+      if (t === undefined || hold?.state !== 'held') return false;
+      releaseHold(t, requestId, hold);
+      return true;
+    },
+
+    async reapExpired(tenantId, now) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      instant(now, 'now');
+      const t = tenants.get(tenantId);
+      if (t === undefined) return 0;
+      let count = 0;
+      for (const requestId of [...t.open]) {
+        const hold = t.holds.get(requestId);
+        if (hold !== undefined && hold.state === 'held' && hold.expiresAt <= now) {
+          releaseHold(t, requestId, hold);
+          count += 1;
+        }
+      }
+      return count;
+    },
+
+    async tenantsWithHolds() {
+      open();
+      const ids: string[] = [];
+      for (const [id, t] of tenants) if (t.open.size > 0) ids.push(id);
+      return ids.sort();
+    },
+
+    async account(tenantId, period): Promise<AccountState> {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(period, 'period');
+      const t = tenants.get(tenantId);
+      return {
+        balance: t?.balance ?? 0,
+        held: t?.held ?? 0,
+        cap: t?.cap ?? null,
+        spent: t?.spent.get(period) ?? 0,
+      };
+    },
+
+    async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount === 0) {
+        throw new TypeError('amount must be a non-zero safe integer');
+      }
+      nonEmpty(idempotencyKey, 'idempotencyKey');
+      if (typeof reason !== 'string') throw new TypeError('reason must be a string');
+      instant(now, 'now');
+
+      const existing = tenants.get(tenantId);
+      const first = existing?.adjustments.get(idempotencyKey);
+      if (first !== undefined) return copyEntry(first);
+      const balance = existing?.balance ?? 0;
+      if (amount < 0 && balance + amount < 0) throw new InsufficientBalanceError();
+
+      const t = state(tenantId);
+      t.balance += amount;
+      const entry = append(t, {
+        time: new Date(now).toISOString(),
+        type: amount > 0 ? 'grant' : 'deduct',
+        amount,
+        balanceAfter: t.balance,
+        requestId: null,
+        reason,
+      });
+      t.adjustments.set(idempotencyKey, entry);
+      return copyEntry(entry);
+    },
+
+    async setCap(tenantId, cap) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      if (cap !== null) nonNegativeInteger(cap, 'cap');
+      if (cap === null && !tenants.has(tenantId)) return;
+      state(tenantId).cap = cap;
+    },
+
+    async ledger(tenantId, limit) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      nonNegativeInteger(limit, 'limit');
+      return newestFirst(tenants.get(tenantId)?.ledger ?? [], limit, copyEntry);
+    },
+
+    async usageRecords(tenantId, limit) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      nonNegativeInteger(limit, 'limit');
+      return newestFirst(tenants.get(tenantId)?.usage ?? [], limit, copyUsage);
+    },
+
+    async usageByDay(tenantId, fromDay, toDay) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      day(fromDay, 'fromDay');
+      day(toDay, 'toDay');
+      const rows: UsageDay[] = [];
+      for (const row of tenants.get(tenantId)?.byDay.values() ?? []) {
+        if (row.day >= fromDay && row.day <= toDay) rows.push(copyDay(row));
+      }
+      return rows.sort((a, b) =>
+        a.day < b.day ? -1 : a.day > b.day ? 1 : a.alias < b.alias ? -1 : a.alias > b.alias ? 1 : 0,
+      );
+    },
+
+    async close() {
+      closed = true;
+    },
+  };
+}

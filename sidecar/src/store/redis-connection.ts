@@ -1,0 +1,110 @@
+import { Redis, ReplyError } from 'ioredis';
+import { StoreUnavailableError } from './contract.js';
+
+/**
+ * One ioredis connection with the store's failure policy, shared by the key
+ * store and the ledger: no offline queue (fail fast), no automatic resend of
+ * unanswered commands, a per-command timeout, reconnect forever with a short
+ * backoff; every failure to use Redis becomes StoreUnavailableError.
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
+export const DEFAULT_COMMAND_TIMEOUT_MS = 1_000;
+const RECONNECT_BASE_MS = 50;
+const RECONNECT_MAX_MS = 1_000;
+
+/** Server replies meaning "Redis cannot serve this right now". */
+const UNAVAILABLE_REPLIES = new Set([
+  'LOADING',
+  'BUSY',
+  'READONLY',
+  'MASTERDOWN',
+  'CLUSTERDOWN',
+  'TRYAGAIN',
+  'MISCONF',
+  'OOM',
+  'NOREPLICAS',
+  'NOAUTH',
+  'WRONGPASS',
+]);
+
+export function positive(value: number | undefined, fallback: number, what: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value <= 0) throw new TypeError(`${what} must be a positive number`);
+  return value;
+}
+
+/** Maps an error from ioredis to what the contract promises. */
+export function toStoreError(err: unknown): unknown {
+  if (err instanceof StoreUnavailableError) return err;
+  if (err instanceof ReplyError) {
+    const code = String((err as Error).message).split(' ', 1)[0] ?? '';
+    return UNAVAILABLE_REPLIES.has(code) ? new StoreUnavailableError(err) : err;
+  }
+  // Connection refused/reset/closed, "Stream isn't writeable…", "Command timed
+  // out", MaxRetriesPerRequestError, "Connection is closed.", parser errors.
+  return new StoreUnavailableError(err);
+}
+
+
+export interface RedisConnection {
+  readonly client: Redis;
+  /** Runs Redis commands, mapping client/connection failures to contract errors. */
+  redis<T>(op: () => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export function connectRedis(url: string, opts: { connectTimeoutMs: number; commandTimeoutMs: number }): RedisConnection {
+  const client = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    autoResendUnfulfilledCommands: false,
+    connectTimeout: opts.connectTimeoutMs,
+    commandTimeout: opts.commandTimeoutMs,
+    lazyConnect: false,
+    retryStrategy: (times) => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times - 1, 10), RECONNECT_MAX_MS),
+  });
+  // Connection errors are reported through the commands that fail; without a
+  // listener ioredis would print "Unhandled error event" for each attempt.
+  client.on('error', () => {});
+
+  // Calls made while the first connection attempt is still in flight wait for
+  // it; afterwards (and after it failed) they fail fast.
+  let starting: Promise<void> | null = new Promise<void>((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      client.off('ready', done);
+      client.off('error', done);
+      client.off('close', done);
+      starting = null;
+      resolve();
+    };
+    const timer = setTimeout(done, opts.connectTimeoutMs);
+    timer.unref();
+    client.on('ready', done);
+    client.on('error', done);
+    client.on('close', done);
+  });
+
+  let closing: Promise<void> | null = null;
+  return {
+    client,
+    async redis<T>(op: () => Promise<T>): Promise<T> {
+      if (starting !== null) await starting;
+      try {
+        return await op();
+      } catch (err) {
+        throw toStoreError(err);
+      }
+    },
+    close() {
+      closing ??= (async () => {
+        try {
+          await client.quit();
+        } catch {
+          client.disconnect();
+        }
+      })();
+      return closing;
+    },
+  };
+}

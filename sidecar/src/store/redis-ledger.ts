@@ -1,0 +1,357 @@
+/**
+ * The money ledger on Redis. Every operation is one Lua script over one
+ * tenant's keys, which share the hash tag `{<tenantId>}`, so each is atomic
+ * and works unchanged on Redis Cluster. Scripts check everything before their
+ * first write (Redis has no rollback).
+ *
+ *   <p>:acct:{t}               hash    balance, held, cap, spent:<period>
+ *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires, period, key_id, charged
+ *   <p>:holds:{t}              zset    open holds by expiry (member: request id)
+ *   <p>:ledger:{t}             stream  money movements: grant, deduct, charge (signed amount, balance_after)
+ *   <p>:usage:{t}              stream  one usage record per settled request (no content field exists)
+ *   <p>:usage:{t}:day:<day>    hash    <alias>|prompt, |completion, |requests, |cost
+ *   <p>:rl:{t}:<scope>:<min>:r string  requests in that minute (expires after 2 min)
+ *   <p>:rl:{t}:<scope>:<min>:t string  tokens in that minute
+ *   <p>:idem:{t}:<key>         string  the ledger entry an idempotency key produced (30 days)
+ *
+ * Idempotency: reserve answers "replay" when the hold exists; settle and
+ * release look at the hold's state, so a command resent after a reconnect is
+ * applied once. Settled holds are kept 7 days for that purpose.
+ */
+import type { Redis } from 'ioredis';
+import {
+  InsufficientBalanceError,
+  type AccountState,
+  type Ledger,
+  type LedgerEntry,
+  type ReserveInput,
+  type ReserveOutcome,
+  type SettleInput,
+  type SettleOutcome,
+  type UsageDay,
+  type UsageRecord,
+} from './ledger-contract.js';
+import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { assertAmount, assertId, daysBetween } from './ledger-input.js';
+
+const RESERVE = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
+local amount = tonumber(ARGV[1])
+local tokens = tonumber(ARGV[2])
+local rpm = tonumber(ARGV[5])
+local tpm = tonumber(ARGV[6])
+if rpm >= 0 and tonumber(redis.call('GET', KEYS[4]) or '0') + 1 > rpm then return -3 end
+if tpm >= 0 and tonumber(redis.call('GET', KEYS[5]) or '0') + tokens > tpm then return -3 end
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'cap', 'spent:' .. ARGV[4])
+local balance = tonumber(a[1] or '0')
+local held = tonumber(a[2] or '0')
+if a[3] and tonumber(a[4] or '0') + held + amount > tonumber(a[3]) then return -2 end
+if ARGV[3] == '1' and balance - held < amount then return -1 end
+local ttl = tonumber(ARGV[8]) * 1000
+local expires = tonumber(ARGV[7]) + ttl
+redis.call('HINCRBY', KEYS[1], 'held', amount)
+redis.call('HSET', KEYS[2], 'amount', amount, 'state', 'held', 'expires', expires, 'period', ARGV[4], 'key_id', ARGV[9])
+redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
+redis.call('ZADD', KEYS[3], expires, ARGV[10])
+if rpm >= 0 then redis.call('INCR', KEYS[4]) redis.call('EXPIRE', KEYS[4], 120) end
+if tpm >= 0 then redis.call('INCRBY', KEYS[5], tokens) redis.call('EXPIRE', KEYS[5], 120) end
+return 1`;
+
+const SETTLE = `
+local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'charged')
+if h[1] == 'settled' then return {0, tonumber(h[3] or '0'), 0} end
+local charge = tonumber(ARGV[2])
+local charged = charge
+local uncovered = 0
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held')
+local balance = tonumber(a[1] or '0')
+local held = tonumber(a[2] or '0')
+local holdAmt = tonumber(h[2] or '0')
+if h[1] == 'held' then
+  if charge > holdAmt then charged = holdAmt uncovered = charge - holdAmt end
+  redis.call('HINCRBY', KEYS[1], 'held', 0 - holdAmt)
+elseif ARGV[3] == '1' then
+  local avail = balance - held
+  if avail < 0 then avail = 0 end
+  if charge > avail then charged = avail uncovered = charge - avail end
+end
+if charged ~= 0 then
+  local after = redis.call('HINCRBY', KEYS[1], 'balance', 0 - charged)
+  redis.call('HINCRBY', KEYS[1], 'spent:' .. ARGV[4], charged)
+  redis.call('XADD', KEYS[4], '*', 'type', 'charge', 'amount', 0 - charged, 'balance_after', after, 'request_id', ARGV[1], 'time', ARGV[5])
+end
+redis.call('HSET', KEYS[2], 'state', 'settled', 'charged', charged, 'amount', holdAmt)
+redis.call('PEXPIRE', KEYS[2], 604800000)
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('XADD', KEYS[5], '*', 'time', ARGV[15], 'tenant', ARGV[6], 'key_id', ARGV[7], 'alias', ARGV[8], 'model', ARGV[9],
+  'prompt', ARGV[10], 'completion', ARGV[11], 'total', ARGV[12], 'requests', ARGV[13], 'request_id', ARGV[1], 'cost', charged, 'estimated', ARGV[14])
+redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|prompt', ARGV[10])
+redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|completion', ARGV[11])
+redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|requests', ARGV[13])
+redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|cost', charged)
+redis.call('EXPIRE', KEYS[6], 34560000)
+return {1, charged, uncovered}`;
+
+const RELEASE = `
+local h = redis.call('HMGET', KEYS[2], 'state', 'amount')
+if h[1] ~= 'held' then return 0 end
+redis.call('HINCRBY', KEYS[1], 'held', 0 - tonumber(h[2]))
+redis.call('HSET', KEYS[2], 'state', 'released')
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1`;
+
+/** Hold keys are built from ARGV[2] .. member; they share the tenant's hash tag (same slot). */
+const REAP = `
+local rids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 500)
+local n = 0
+for _, rid in ipairs(rids) do
+  local hk = ARGV[2] .. rid
+  local h = redis.call('HMGET', hk, 'state', 'amount')
+  if h[1] == 'held' then
+    redis.call('HINCRBY', KEYS[1], 'held', 0 - tonumber(h[2]))
+    redis.call('HSET', hk, 'state', 'released')
+    n = n + 1
+  end
+  redis.call('ZREM', KEYS[2], rid)
+end
+return n`;
+
+const ADJUST = `
+local prev = redis.call('GET', KEYS[2])
+if prev then return prev end
+local amount = tonumber(ARGV[1])
+local balance = tonumber(redis.call('HGET', KEYS[1], 'balance') or '0')
+if amount < 0 and balance + amount < 0 then return 'INSUFFICIENT' end
+local after = redis.call('HINCRBY', KEYS[1], 'balance', amount)
+local t = 'grant'
+if amount < 0 then t = 'deduct' end
+local id = redis.call('XADD', KEYS[3], '*', 'type', t, 'amount', amount, 'balance_after', after, 'reason', ARGV[2], 'time', ARGV[3])
+local entry = id .. '|' .. t .. '|' .. string.format('%.0f', amount) .. '|' .. string.format('%.0f', after) .. '|' .. ARGV[3]
+redis.call('SET', KEYS[2], entry, 'EX', 2592000)
+return entry`;
+
+type Scripts = {
+  reserve: (...args: (string | number)[]) => Promise<number>;
+  settle: (...args: (string | number)[]) => Promise<[number, number, number]>;
+  release: (...args: (string | number)[]) => Promise<number>;
+  reap: (...args: (string | number)[]) => Promise<number>;
+  adjust: (...args: (string | number)[]) => Promise<string>;
+};
+
+function defineScripts(client: Redis): Scripts {
+  const define = (name: string, numberOfKeys: number, lua: string) => client.defineCommand(`svc_${name}`, { numberOfKeys, lua });
+  define('reserve', 5, RESERVE);
+  define('settle', 6, SETTLE);
+  define('release', 3, RELEASE);
+  define('reap', 2, REAP);
+  define('adjust', 3, ADJUST);
+  const c = client as unknown as Record<string, (...args: (string | number)[]) => Promise<unknown>>;
+  return {
+    reserve: (...a) => c.svc_reserve!(...a) as Promise<number>,
+    settle: (...a) => c.svc_settle!(...a) as Promise<[number, number, number]>,
+    release: (...a) => c.svc_release!(...a) as Promise<number>,
+    reap: (...a) => c.svc_reap!(...a) as Promise<number>,
+    adjust: (...a) => c.svc_adjust!(...a) as Promise<string>,
+  };
+}
+
+const fields = (flat: string[]): Record<string, string> => {
+  const out: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] as string] = flat[i + 1] as string;
+  return out;
+};
+const num = (v: string | undefined | null): number => (v ? Number(v) : 0);
+const streamTime = (id: string): string => new Date(Number(id.split('-')[0])).toISOString();
+
+export interface RedisLedgerOptions {
+  readonly url: string;
+  readonly prefix: string;
+  readonly connectTimeoutMs?: number;
+  readonly commandTimeoutMs?: number;
+}
+
+export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
+  const { client, redis, close } = connectRedis(opts.url, {
+    connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+  });
+  const scripts = defineScripts(client);
+  const p = opts.prefix;
+  const enc = encodeURIComponent;
+  const k = {
+    acct: (t: string) => `${p}:acct:{${enc(t)}}`,
+    holdPrefix: (t: string) => `${p}:hold:{${enc(t)}}:`,
+    hold: (t: string, rid: string) => `${p}:hold:{${enc(t)}}:${enc(rid)}`,
+    holds: (t: string) => `${p}:holds:{${enc(t)}}`,
+    ledger: (t: string) => `${p}:ledger:{${enc(t)}}`,
+    usage: (t: string) => `${p}:usage:{${enc(t)}}`,
+    day: (t: string, day: string) => `${p}:usage:{${enc(t)}}:day:${day}`,
+    rl: (t: string, scope: string, minute: number, kind: 'r' | 't') => `${p}:rl:{${enc(t)}}:${enc(scope)}:${minute}:${kind}`,
+    idem: (t: string, key: string) => `${p}:idem:{${enc(t)}}:${enc(key)}`,
+  };
+
+  const toEntry = (id: string, f: Record<string, string>): LedgerEntry => ({
+    id,
+    time: f.time ?? streamTime(id),
+    type: f.type as LedgerEntry['type'],
+    amount: num(f.amount),
+    balanceAfter: num(f.balance_after),
+    requestId: f.request_id ? decodeURIComponent(f.request_id) : null,
+    reason: f.reason || null,
+  });
+
+  return {
+    async reserve(input: ReserveInput): Promise<ReserveOutcome> {
+      assertId(input.tenantId, 'tenantId');
+      assertId(input.requestId, 'requestId');
+      assertAmount(input.amount, 'amount');
+      assertAmount(input.tokens, 'tokens');
+      const t = input.tenantId;
+      const scope = input.limits?.scopeId ?? t;
+      const rpm = input.limits?.requestsPerMinute ?? -1;
+      const tpm = input.limits?.tokensPerMinute ?? -1;
+      const r = await redis(() =>
+        scripts.reserve(
+          k.acct(t), k.hold(t, input.requestId), k.holds(t), k.rl(t, scope, input.minute, 'r'), k.rl(t, scope, input.minute, 't'),
+          input.amount, input.tokens, input.creditCheck ? '1' : '0', input.period, rpm, tpm, input.now, input.holdTtlSeconds,
+          input.keyId ?? '', enc(input.requestId),
+        ),
+      );
+      if (r === 1) return { ok: true, replay: false };
+      if (r === 2) return { ok: true, replay: true };
+      return { ok: false, reason: r === -1 ? 'insufficient_credit' : r === -2 ? 'spend_cap_exceeded' : 'rate_limit_exceeded' };
+    },
+
+    async settle(input: SettleInput): Promise<SettleOutcome> {
+      assertId(input.tenantId, 'tenantId');
+      assertId(input.requestId, 'requestId');
+      assertAmount(input.charge, 'charge');
+      const t = input.tenantId;
+      const u = input.usage;
+      for (const [v, what] of [[u.promptTokens, 'promptTokens'], [u.completionTokens, 'completionTokens'], [u.totalTokens, 'totalTokens'], [u.requestCount, 'requestCount']] as const) {
+        assertAmount(v, what);
+      }
+      const [applied, charged, uncovered] = await redis(() =>
+        scripts.settle(
+          k.acct(t), k.hold(t, input.requestId), k.holds(t), k.ledger(t), k.usage(t), k.day(t, input.day),
+          enc(input.requestId), input.charge, input.creditCheck ? '1' : '0', input.period, new Date(input.now).toISOString(),
+          t, u.keyId ?? '', u.alias, u.internalModel, u.promptTokens, u.completionTokens, u.totalTokens, u.requestCount,
+          u.estimated ? '1' : '0', u.time,
+        ),
+      );
+      return { applied: applied === 1, charged: Number(charged), uncovered: Number(uncovered) };
+    },
+
+    async release(tenantId, requestId) {
+      assertId(tenantId, 'tenantId');
+      assertId(requestId, 'requestId');
+      const r = await redis(() => scripts.release(k.acct(tenantId), k.hold(tenantId, requestId), k.holds(tenantId), enc(requestId)));
+      return r === 1;
+    },
+
+    async reapExpired(tenantId, now) {
+      assertId(tenantId, 'tenantId');
+      return redis(() => scripts.reap(k.acct(tenantId), k.holds(tenantId), now, k.holdPrefix(tenantId)));
+    },
+
+    async tenantsWithHolds() {
+      const found = new Set<string>();
+      await redis(async () => {
+        let cursor = '0';
+        do {
+          const [next, keys] = await client.scan(cursor, 'MATCH', `${p}:holds:{*}`, 'COUNT', 1000);
+          cursor = next;
+          for (const key of keys) {
+            if ((await client.zcard(key)) === 0) continue;
+            const m = /\{([^}]*)\}$/.exec(key);
+            if (m) found.add(decodeURIComponent(m[1] as string));
+          }
+        } while (cursor !== '0');
+      });
+      return [...found];
+    },
+
+    async account(tenantId, period): Promise<AccountState> {
+      assertId(tenantId, 'tenantId');
+      const [balance, held, cap, spent] = await redis(() => client.hmget(k.acct(tenantId), 'balance', 'held', 'cap', `spent:${period}`));
+      return { balance: num(balance), held: num(held), cap: cap === null ? null : Number(cap), spent: num(spent) };
+    },
+
+    async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
+      assertId(tenantId, 'tenantId');
+      assertId(idempotencyKey, 'idempotencyKey');
+      if (!Number.isSafeInteger(amount) || amount === 0) throw new TypeError('amount must be a non-zero safe integer');
+      const time = new Date(now).toISOString();
+      const r = await redis(() => scripts.adjust(k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time));
+      if (r === 'INSUFFICIENT') throw new InsufficientBalanceError();
+      const [id = '', type = 'grant', amt = '0', after = '0', at = time] = String(r).split('|');
+      // The reason comes back from the stream entry itself (it may contain "|").
+      const stored = await redis(() => client.xrange(k.ledger(tenantId), id, id));
+      const f = stored[0] ? fields(stored[0][1]) : {};
+      return { id, time: at, type: type as LedgerEntry['type'], amount: Number(amt), balanceAfter: Number(after), requestId: null, reason: f.reason ?? reason };
+    },
+
+    async setCap(tenantId, cap) {
+      assertId(tenantId, 'tenantId');
+      if (cap === null) await redis(() => client.hdel(k.acct(tenantId), 'cap'));
+      else {
+        assertAmount(cap, 'cap');
+        await redis(() => client.hset(k.acct(tenantId), 'cap', cap));
+      }
+    },
+
+    async ledger(tenantId, limit) {
+      assertId(tenantId, 'tenantId');
+      if (limit <= 0) return [];
+      const rows = (await redis(() => client.xrevrange(k.ledger(tenantId), '+', '-', 'COUNT', limit))) ?? [];
+      return rows.map(([id, flat]) => toEntry(id, fields(flat)));
+    },
+
+    async usageRecords(tenantId, limit): Promise<UsageRecord[]> {
+      assertId(tenantId, 'tenantId');
+      if (limit <= 0) return [];
+      const rows = (await redis(() => client.xrevrange(k.usage(tenantId), '+', '-', 'COUNT', limit))) ?? [];
+      return rows.map(([, flat]) => {
+        const f = fields(flat);
+        return {
+          time: f.time ?? '',
+          tenantId: f.tenant ?? tenantId,
+          keyId: f.key_id || null,
+          alias: f.alias ?? '',
+          internalModel: f.model ?? '',
+          promptTokens: num(f.prompt),
+          completionTokens: num(f.completion),
+          totalTokens: num(f.total),
+          requestCount: num(f.requests),
+          requestId: decodeURIComponent(f.request_id ?? ''),
+          cost: num(f.cost),
+          estimated: f.estimated === '1',
+        };
+      });
+    },
+
+    async usageByDay(tenantId, fromDay, toDay): Promise<UsageDay[]> {
+      assertId(tenantId, 'tenantId');
+      const days = daysBetween(fromDay, toDay);
+      const hashes = await redis(() => Promise.all(days.map((d) => client.hgetall(k.day(tenantId, d)))));
+      const out: UsageDay[] = [];
+      days.forEach((day, i) => {
+        const h = hashes[i] ?? {};
+        const aliases = [...new Set(Object.keys(h).map((f) => f.slice(0, f.lastIndexOf('|'))))].sort();
+        for (const alias of aliases) {
+          out.push({
+            day,
+            alias,
+            promptTokens: num(h[`${alias}|prompt`]),
+            completionTokens: num(h[`${alias}|completion`]),
+            requests: num(h[`${alias}|requests`]),
+            cost: num(h[`${alias}|cost`]),
+          });
+        }
+      });
+      return out;
+    },
+
+    close,
+  };
+}

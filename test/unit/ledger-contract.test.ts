@@ -1,0 +1,1090 @@
+/**
+ * One contract suite for every Ledger implementation (memory and Redis):
+ * reserve (replay, throttling, spend cap, credit check, refusals leave no
+ * trace), settle (idempotent, capped at the hold, credit-limited without a
+ * hold), release, reaping, balance adjustments, the ledger and usage records,
+ * usage by day, copies, validation, close, concurrency, and the money
+ * invariant as a fast-check property.
+ *
+ * The Redis run starts its own redis-server through the harness (never the
+ * shared one on 6379) and gives every ledger a fresh prefix instead of flushing.
+ */
+import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
+import {
+  type Ledger,
+  type LedgerEntry,
+  type RateLimits,
+  type ReserveInput,
+  type ReserveOutcome,
+  type SettleInput,
+  type SettleOutcome,
+  type UsageDay,
+  type UsageRecord,
+  InsufficientBalanceError,
+} from '../../sidecar/src/store/ledger-contract.js';
+import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
+import { createRedisLedger } from '../../sidecar/src/store/redis-ledger.js';
+import { type RedisServer, startRedis } from '../harness/redis.js';
+
+// ---------------------------------------------------------------- fixtures
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+const T = 'ten_a';
+const PERIOD = '2026-11';
+const DAY = '2026-11-03';
+const NOW = Date.UTC(2026, 10, 3, 12, 0, 0);
+const MINUTE = Math.floor(NOW / 60_000);
+/** A range covering every day the tests use (kept short: an implementation may visit each day). */
+const ALL_DAYS = ['2026-10-01', '2026-12-31'] as const;
+
+let seq = 0;
+
+function rid(): string {
+  seq += 1;
+  return `req_${seq}`;
+}
+
+function reserveInput(requestId: string, over: Partial<ReserveInput> = {}): ReserveInput {
+  return {
+    tenantId: T,
+    requestId,
+    keyId: 'key_1',
+    amount: 100,
+    tokens: 10,
+    creditCheck: true,
+    period: PERIOD,
+    minute: MINUTE,
+    limits: null,
+    holdTtlSeconds: 60,
+    now: NOW,
+    ...over,
+  };
+}
+
+function usage(requestId: string, over: Partial<Omit<UsageRecord, 'cost'>> = {}): Omit<UsageRecord, 'cost'> {
+  return {
+    time: new Date(NOW).toISOString(),
+    tenantId: T,
+    keyId: 'key_1',
+    alias: 'chat-small',
+    internalModel: 'provider/model-small',
+    promptTokens: 12,
+    completionTokens: 30,
+    totalTokens: 42,
+    requestCount: 1,
+    requestId,
+    estimated: false,
+    ...over,
+  };
+}
+
+function settleInput(
+  requestId: string,
+  charge: number,
+  over: Partial<Omit<SettleInput, 'usage'>> & { usage?: Partial<Omit<UsageRecord, 'cost'>> } = {},
+): SettleInput {
+  const { usage: usageOver, ...rest } = over;
+  const tenantId = rest.tenantId ?? T;
+  return {
+    tenantId,
+    requestId,
+    charge,
+    creditCheck: true,
+    period: PERIOD,
+    day: DAY,
+    now: NOW + 1_000,
+    ...rest,
+    usage: usage(requestId, { tenantId, ...usageOver }),
+  };
+}
+
+const OK: ReserveOutcome = { ok: true, replay: false };
+const REPLAY: ReserveOutcome = { ok: true, replay: true };
+
+function refused(reason: 'insufficient_credit' | 'spend_cap_exceeded' | 'rate_limit_exceeded'): ReserveOutcome {
+  return { ok: false, reason };
+}
+
+function settled(applied: boolean, charged: number, uncovered: number): SettleOutcome {
+  return { applied, charged, uncovered };
+}
+
+function limits(over: Partial<RateLimits> = {}): RateLimits {
+  return { requestsPerMinute: null, tokensPerMinute: null, scopeId: 'key_1', ...over };
+}
+
+function uniquePrefix(): string {
+  return `t${randomBytes(6).toString('hex')}`;
+}
+
+let grantSeq = 0;
+
+async function grant(ledger: Ledger, amount: number, tenantId = T): Promise<LedgerEntry> {
+  grantSeq += 1;
+  return ledger.adjustBalance(tenantId, amount, `grant_${grantSeq}`, 'test grant', NOW);
+}
+
+/** Everything observable about one tenant (plus the reaper's tenant list). */
+async function snapshot(ledger: Ledger, tenantId = T, period = PERIOD) {
+  return {
+    account: await ledger.account(tenantId, period),
+    ledger: await ledger.ledger(tenantId, 10_000),
+    usage: await ledger.usageRecords(tenantId, 10_000),
+    byDay: await ledger.usageByDay(tenantId, ...ALL_DAYS),
+    tenantsWithHolds: await ledger.tenantsWithHolds(),
+  };
+}
+
+// ---------------------------------------------------------------- contract
+
+export interface LedgerContractOptions {
+  /** fast-check runs of the money-invariant property. */
+  readonly propertyRuns?: number;
+}
+
+export function describeLedgerContract(
+  name: string,
+  make: () => Ledger | Promise<Ledger>,
+  options: LedgerContractOptions = {},
+): void {
+  describe(`Ledger contract: ${name}`, () => {
+    let ledger: Ledger;
+
+    beforeEach(async () => {
+      ledger = await make();
+    });
+    afterEach(async () => {
+      await ledger.close();
+    });
+
+    // ------------------------------------------------------------ account
+
+    it('an unknown tenant has zero balance, nothing held, no cap, nothing spent', async () => {
+      expect(await ledger.account('ten_unknown', PERIOD)).toStrictEqual({
+        balance: 0,
+        held: 0,
+        cap: null,
+        spent: 0,
+      });
+      expect(await ledger.ledger('ten_unknown', 10)).toEqual([]);
+      expect(await ledger.usageRecords('ten_unknown', 10)).toEqual([]);
+      expect(await ledger.usageByDay('ten_unknown', ...ALL_DAYS)).toEqual([]);
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+    });
+
+    it('keeps tenants apart', async () => {
+      await grant(ledger, 1_000, 'ten_a');
+      expect((await ledger.account('ten_b', PERIOD)).balance).toBe(0);
+      expect(await ledger.reserve(reserveInput(rid(), { tenantId: 'ten_b' }))).toEqual(
+        refused('insufficient_credit'),
+      );
+      const r = rid();
+      expect(await ledger.reserve(reserveInput(r, { tenantId: 'ten_a' }))).toEqual(OK);
+      // The same request id in another tenant is a different hold.
+      await grant(ledger, 1_000, 'ten_b');
+      expect(await ledger.reserve(reserveInput(r, { tenantId: 'ten_b', amount: 50 }))).toEqual(OK);
+      expect(await ledger.account('ten_a', PERIOD)).toMatchObject({ balance: 1_000, held: 100 });
+      expect(await ledger.account('ten_b', PERIOD)).toMatchObject({ balance: 1_000, held: 50 });
+      expect(await ledger.ledger('ten_b', 10)).toHaveLength(1);
+    });
+
+    // ------------------------------------------------------------ reserve
+
+    it('reserves: holds the amount without touching the balance', async () => {
+      await grant(ledger, 1_000);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 300 }))).toStrictEqual(OK);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 200 }))).toStrictEqual(OK);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 500, cap: null, spent: 0 });
+      expect(await ledger.tenantsWithHolds()).toEqual([T]);
+      expect(await ledger.ledger(T, 10)).toHaveLength(1); // only the grant
+    });
+
+    it('a second reserve with the same id (any state) is a replay and changes nothing', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 300 }));
+      const before = await snapshot(ledger);
+      expect(await ledger.reserve(reserveInput(a, { amount: 300 }))).toStrictEqual(REPLAY);
+      // Even a different amount, or one the credit would refuse.
+      expect(await ledger.reserve(reserveInput(a, { amount: 5_000 }))).toStrictEqual(REPLAY);
+      expect(await snapshot(ledger)).toEqual(before);
+
+      const released = rid();
+      await ledger.reserve(reserveInput(released, { amount: 100 }));
+      await ledger.release(T, released);
+      const done = rid();
+      await ledger.reserve(reserveInput(done, { amount: 100 }));
+      await ledger.settle(settleInput(done, 40));
+      const after = await snapshot(ledger);
+      expect(await ledger.reserve(reserveInput(released))).toStrictEqual(REPLAY);
+      expect(await ledger.reserve(reserveInput(done))).toStrictEqual(REPLAY);
+      expect(await snapshot(ledger)).toEqual(after);
+    });
+
+    it('credit check on: refuses when balance - held is below the amount', async () => {
+      await grant(ledger, 1_000);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 600 }))).toEqual(OK);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 500 }))).toEqual(
+        refused('insufficient_credit'),
+      );
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 400 }))).toEqual(OK);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 1 }))).toEqual(refused('insufficient_credit'));
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 0 }))).toEqual(OK);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000, held: 1_000 });
+    });
+
+    it('credit check off: reserves beyond the balance', async () => {
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 500, creditCheck: false }))).toEqual(OK);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0, held: 500 });
+    });
+
+    it('a refused reserve leaves no trace; a later reserve with the same id can succeed', async () => {
+      const a = rid();
+      const before = await snapshot(ledger);
+      expect(await ledger.reserve(reserveInput(a, { amount: 100 }))).toEqual(refused('insufficient_credit'));
+      expect(await snapshot(ledger)).toEqual(before);
+      await grant(ledger, 100);
+      expect(await ledger.reserve(reserveInput(a, { amount: 100 }))).toEqual(OK);
+
+      await ledger.setCap(T, 150);
+      const b = rid();
+      const beforeCap = await snapshot(ledger);
+      expect(await ledger.reserve(reserveInput(b, { amount: 100, creditCheck: false }))).toEqual(
+        refused('spend_cap_exceeded'),
+      );
+      expect(await snapshot(ledger)).toEqual(beforeCap);
+      await ledger.setCap(T, null);
+      expect(await ledger.reserve(reserveInput(b, { amount: 100, creditCheck: false }))).toEqual(OK);
+
+      const c = rid();
+      const rl = limits({ requestsPerMinute: 0 });
+      const beforeRate = await snapshot(ledger);
+      expect(await ledger.reserve(reserveInput(c, { amount: 0, limits: rl }))).toEqual(
+        refused('rate_limit_exceeded'),
+      );
+      expect(await snapshot(ledger)).toEqual(beforeRate);
+      expect(await ledger.reserve(reserveInput(c, { amount: 0, limits: null, creditCheck: false }))).toEqual(
+        OK,
+      );
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 100, held: 200 });
+    });
+
+    it('checks throttling, then the spend cap, then credit', async () => {
+      await ledger.setCap(T, 10);
+      const rl = limits({ requestsPerMinute: 0 });
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 20, limits: rl }))).toEqual(
+        refused('rate_limit_exceeded'),
+      );
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 20 }))).toEqual(refused('spend_cap_exceeded'));
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 5 }))).toEqual(refused('insufficient_credit'));
+    });
+
+    // ------------------------------------------------------------ throttling
+
+    it('throttles requests per minute, per scope and per tenant', async () => {
+      const rl = limits({ requestsPerMinute: 2, scopeId: 'key_1' });
+      const go = (over: Partial<ReserveInput> = {}) =>
+        ledger.reserve(reserveInput(rid(), { amount: 0, limits: rl, ...over }));
+      expect(await go()).toEqual(OK);
+      expect(await go()).toEqual(OK);
+      expect(await go()).toEqual(refused('rate_limit_exceeded'));
+      expect(await go({ minute: MINUTE + 1 })).toEqual(OK);
+      expect(await go({ limits: { ...rl, scopeId: 'key_2' } })).toEqual(OK);
+      expect(await go({ tenantId: 'ten_b' })).toEqual(OK);
+      expect(await go()).toEqual(refused('rate_limit_exceeded'));
+    });
+
+    it('throttles tokens per minute', async () => {
+      const rl = limits({ tokensPerMinute: 100 });
+      const go = (tokens: number, over: Partial<ReserveInput> = {}) =>
+        ledger.reserve(reserveInput(rid(), { amount: 0, tokens, limits: rl, ...over }));
+      expect(await go(60)).toEqual(OK);
+      expect(await go(50)).toEqual(refused('rate_limit_exceeded'));
+      expect(await go(40)).toEqual(OK);
+      expect(await go(1)).toEqual(refused('rate_limit_exceeded'));
+      expect(await go(0)).toEqual(OK);
+      expect(await go(100, { minute: MINUTE + 1 })).toEqual(OK);
+      expect(await go(101, { minute: MINUTE + 2 })).toEqual(refused('rate_limit_exceeded'));
+    });
+
+    it('refused and replayed reserves do not count against the limits', async () => {
+      await grant(ledger, 100);
+      await ledger.setCap(T, 1_000);
+      const rl = limits({ requestsPerMinute: 1, tokensPerMinute: 100 });
+      const go = (requestId: string, over: Partial<ReserveInput> = {}) =>
+        ledger.reserve(reserveInput(requestId, { amount: 10, tokens: 10, limits: rl, ...over }));
+      expect(await go(rid(), { tokens: 101 })).toEqual(refused('rate_limit_exceeded'));
+      expect(await go(rid(), { amount: 1_001, creditCheck: false })).toEqual(refused('spend_cap_exceeded'));
+      expect(await go(rid(), { amount: 101 })).toEqual(refused('insufficient_credit'));
+      const a = rid();
+      expect(await go(a, { tokens: 100 })).toEqual(OK);
+      expect(await go(a, { tokens: 100 })).toEqual(REPLAY);
+      expect(await go(rid(), { tokens: 0 })).toEqual(refused('rate_limit_exceeded'));
+    });
+
+    it('a null limit is unlimited and its counter does not move', async () => {
+      const unlimited = limits();
+      for (let i = 0; i < 5; i++) {
+        const input = reserveInput(rid(), { amount: 0, tokens: 1_000, limits: unlimited });
+        expect(await ledger.reserve(input)).toEqual(OK);
+      }
+      const strict = limits({ requestsPerMinute: 1, tokensPerMinute: 10 });
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 0, tokens: 10, limits: strict }))).toEqual(OK);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 0, tokens: 0, limits: strict }))).toEqual(
+        refused('rate_limit_exceeded'),
+      );
+      // Only the tokens limit: the requests counter is not needed, tokens still count.
+      const tokensOnly = limits({ tokensPerMinute: 10, scopeId: 'key_9' });
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 0, tokens: 10, limits: tokensOnly }))).toEqual(
+        OK,
+      );
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 0, tokens: 1, limits: tokensOnly }))).toEqual(
+        refused('rate_limit_exceeded'),
+      );
+    });
+
+    // ------------------------------------------------------------ spend cap
+
+    it('spend cap counts spent in the period plus everything held', async () => {
+      await grant(ledger, 10_000);
+      await ledger.setCap(T, 1_000);
+      expect((await ledger.account(T, PERIOD)).cap).toBe(1_000);
+      const a = rid();
+      const c = rid();
+      expect(await ledger.reserve(reserveInput(a, { amount: 600 }))).toEqual(OK);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 500 }))).toEqual(refused('spend_cap_exceeded'));
+      expect(await ledger.reserve(reserveInput(c, { amount: 400 }))).toEqual(OK);
+      expect(await ledger.release(T, c)).toBe(true);
+      expect(await ledger.settle(settleInput(a, 300))).toEqual(settled(true, 300, 0));
+      expect(await ledger.account(T, PERIOD)).toStrictEqual(
+        { balance: 9_700, held: 0, cap: 1_000, spent: 300 },
+      );
+      const d = rid();
+      expect(await ledger.reserve(reserveInput(d, { amount: 700 }))).toEqual(OK);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 1 }))).toEqual(refused('spend_cap_exceeded'));
+      // Another period: nothing spent there yet, but holds still count.
+      const next = '2026-12';
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 300, period: next }))).toEqual(OK);
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 1, period: next }))).toEqual(
+        refused('spend_cap_exceeded'),
+      );
+      expect(await ledger.account(T, next)).toStrictEqual(
+        { balance: 9_700, held: 1_000, cap: 1_000, spent: 0 },
+      );
+
+      await ledger.setCap(T, null);
+      expect((await ledger.account(T, PERIOD)).cap).toBeNull();
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 5_000 }))).toEqual(OK);
+    });
+
+    it('a cap of zero refuses any positive amount', async () => {
+      await grant(ledger, 1_000);
+      await ledger.setCap(T, 0);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ cap: 0 });
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 1 }))).toEqual(refused('spend_cap_exceeded'));
+    });
+
+    // ------------------------------------------------------------ settle
+
+    it('settles a hold: charges the balance, writes the ledger, usage and usage by day', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 500 }));
+      const input = settleInput(a, 300);
+      expect(await ledger.settle(input)).toStrictEqual(settled(true, 300, 0));
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 700, held: 0, cap: null, spent: 300 });
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+      const [charge, granted] = await ledger.ledger(T, 10);
+      expect(granted).toMatchObject({ type: 'grant', amount: 1_000, balanceAfter: 1_000 });
+      expect(charge).toStrictEqual({
+        id: charge!.id,
+        time: new Date(NOW + 1_000).toISOString(),
+        type: 'charge',
+        amount: -300,
+        balanceAfter: 700,
+        requestId: a,
+        reason: null,
+      });
+      expect(charge!.id).not.toBe(granted!.id);
+      expect(await ledger.usageRecords(T, 10)).toStrictEqual([{ ...input.usage, cost: 300 }]);
+      expect(await ledger.usageByDay(T, DAY, DAY)).toStrictEqual([
+        { day: DAY, alias: 'chat-small', promptTokens: 12, completionTokens: 30, requests: 1, cost: 300 },
+      ]);
+    });
+
+    it('settle is idempotent: a second settle (other charge) changes nothing', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 500 }));
+      expect(await ledger.settle(settleInput(a, 300))).toStrictEqual(settled(true, 300, 0));
+      const before = await snapshot(ledger);
+      expect(await ledger.settle(settleInput(a, 450))).toStrictEqual(settled(false, 300, 0));
+      expect(await ledger.settle(settleInput(a, 300, { creditCheck: false }))).toStrictEqual(
+        settled(false, 300, 0),
+      );
+      expect(await snapshot(ledger)).toEqual(before);
+      expect(await ledger.release(T, a)).toBe(false);
+      expect(await snapshot(ledger)).toEqual(before);
+    });
+
+    it('takes at most the hold; the rest is uncovered', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 200 }));
+      expect(await ledger.settle(settleInput(a, 350))).toStrictEqual(settled(true, 200, 150));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 800, held: 0, spent: 200 });
+      expect((await ledger.usageRecords(T, 1))[0]?.cost).toBe(200);
+      const b = rid();
+      await ledger.reserve(reserveInput(b, { amount: 200 }));
+      expect(await ledger.settle(settleInput(b, 200))).toStrictEqual(settled(true, 200, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 600, held: 0, spent: 400 });
+    });
+
+    it('a hold settled with credit check off can take the balance negative', async () => {
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 500, creditCheck: false }));
+      expect(await ledger.settle(settleInput(a, 800, { creditCheck: false }))).toStrictEqual(
+        settled(true, 500, 300),
+      );
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: -500, held: 0, spent: 500 });
+      // Without any hold and credit check off, the whole charge is taken.
+      expect(await ledger.settle(settleInput(rid(), 200, { creditCheck: false }))).toStrictEqual(
+        settled(true, 200, 0),
+      );
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: -700, held: 0, spent: 700 });
+      expect((await ledger.ledger(T, 1))[0]).toMatchObject({
+        type: 'charge',
+        amount: -200,
+        balanceAfter: -700,
+      });
+      // With the credit check on, nothing more is available: nothing is taken.
+      expect(await ledger.settle(settleInput(rid(), 150))).toStrictEqual(settled(true, 0, 150));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: -700, spent: 700 });
+    });
+
+    it('settle after release (credit check on) is limited to the available balance', async () => {
+      await grant(ledger, 500);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 300 }));
+      expect(await ledger.release(T, a)).toBe(true);
+      await ledger.reserve(reserveInput(rid(), { amount: 100 }));
+      expect(await ledger.settle(settleInput(a, 1_000))).toStrictEqual(settled(true, 400, 600));
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 100, held: 100, cap: null, spent: 400 });
+      // Within the available balance it is taken in full.
+      await grant(ledger, 1_000);
+      const b = rid();
+      await ledger.reserve(reserveInput(b, { amount: 50 }));
+      await ledger.release(T, b);
+      expect(await ledger.settle(settleInput(b, 250))).toStrictEqual(settled(true, 250, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 850, held: 100, spent: 650 });
+    });
+
+    it('settle without any hold: credit-limited; records usage; later reserve is a replay', async () => {
+      const a = rid();
+      const before = await ledger.ledger(T, 10);
+      expect(await ledger.settle(settleInput(a, 120))).toStrictEqual(settled(true, 0, 120));
+      expect(await ledger.ledger(T, 10)).toEqual(before); // no money moved: no ledger entry
+      expect(await ledger.usageRecords(T, 10)).toStrictEqual([{ ...usage(a), cost: 0 }]);
+      expect(await ledger.usageByDay(T, DAY, DAY)).toStrictEqual([
+        { day: DAY, alias: 'chat-small', promptTokens: 12, completionTokens: 30, requests: 1, cost: 0 },
+      ]);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 0, held: 0, cap: null, spent: 0 });
+      expect(await ledger.reserve(reserveInput(a, { amount: 0 }))).toEqual(REPLAY);
+      expect(await ledger.settle(settleInput(a, 50))).toStrictEqual(settled(false, 0, 0));
+      expect(await ledger.usageRecords(T, 10)).toHaveLength(1);
+    });
+
+    it('a zero charge closes the hold and records usage, without a ledger entry', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 400 }));
+      expect(await ledger.settle(settleInput(a, 0))).toStrictEqual(settled(true, 0, 0));
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.ledger(T, 10)).toHaveLength(1); // the grant only
+      expect(await ledger.usageRecords(T, 10)).toHaveLength(1);
+      expect(await ledger.release(T, a)).toBe(false);
+    });
+
+    it('an expired hold not yet reaped still covers its settle', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 300, holdTtlSeconds: 1 }));
+      expect(await ledger.settle(settleInput(a, 500, { now: NOW + 5_000 }))).toStrictEqual(
+        settled(true, 300, 200),
+      );
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 700, held: 0 });
+      expect(await ledger.reapExpired(T, NOW + 10_000)).toBe(0);
+    });
+
+    // ------------------------------------------------------------ release and reaping
+
+    it('release gives the hold back once; false when there is no open hold', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 400 }));
+      expect(await ledger.release(T, a)).toBe(true);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+      const before = await snapshot(ledger);
+      expect(await ledger.release(T, a)).toBe(false);
+      expect(await ledger.release(T, 'req_unknown')).toBe(false);
+      expect(await ledger.release('ten_unknown', a)).toBe(false);
+      expect(await snapshot(ledger)).toEqual(before);
+      expect(await ledger.ledger(T, 10)).toHaveLength(1);
+    });
+
+    it('reapExpired releases exactly the holds whose time ran out', async () => {
+      await grant(ledger, 1_000);
+      const short = rid();
+      const long = rid();
+      const done = rid();
+      await ledger.reserve(reserveInput(short, { amount: 100, holdTtlSeconds: 10 }));
+      await ledger.reserve(reserveInput(long, { amount: 200, holdTtlSeconds: 60 }));
+      await ledger.reserve(reserveInput(done, { amount: 300, holdTtlSeconds: 1 }));
+      await ledger.settle(settleInput(done, 50));
+      expect(await ledger.reapExpired(T, NOW + 9_999)).toBe(0);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 950, held: 300 });
+      expect(await ledger.reapExpired(T, NOW + 10_000)).toBe(1);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 950, held: 200 });
+      expect(await ledger.tenantsWithHolds()).toEqual([T]);
+      expect(await ledger.release(T, short)).toBe(false);
+      expect(await ledger.reapExpired(T, NOW + 60_000)).toBe(1);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 950, held: 0 });
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+      expect(await ledger.reapExpired(T, NOW + 120_000)).toBe(0);
+      expect(await ledger.reapExpired('ten_unknown', NOW + 120_000)).toBe(0);
+      // A reaped hold settles like a released one.
+      expect(await ledger.settle(settleInput(long, 120))).toStrictEqual(settled(true, 120, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 830, held: 0, spent: 170 });
+    });
+
+    it('tenantsWithHolds lists the tenants with at least one open hold', async () => {
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { tenantId: 'ten_b', amount: 0 }));
+      await ledger.reserve(reserveInput(rid(), { tenantId: 'ten_a', amount: 0 }));
+      const c = rid();
+      await ledger.reserve(reserveInput(c, { tenantId: 'ten_c', amount: 0 }));
+      expect((await ledger.tenantsWithHolds()).sort()).toEqual(['ten_a', 'ten_b', 'ten_c']);
+      await ledger.release('ten_b', a);
+      await ledger.settle(settleInput(c, 0, { tenantId: 'ten_c' }));
+      expect(await ledger.tenantsWithHolds()).toEqual(['ten_a']);
+    });
+
+    // ------------------------------------------------------------ adjustBalance
+
+    it('adjustBalance grants and deducts with ledger entries', async () => {
+      const g = await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW);
+      expect(g).toStrictEqual({
+        id: g.id,
+        time: new Date(NOW).toISOString(),
+        type: 'grant',
+        amount: 1_000,
+        balanceAfter: 1_000,
+        requestId: null,
+        reason: 'top-up',
+      });
+      const d = await ledger.adjustBalance(T, -300, 'k2', 'refund', NOW + 1);
+      expect(d).toStrictEqual({
+        id: d.id,
+        time: new Date(NOW + 1).toISOString(),
+        type: 'deduct',
+        amount: -300,
+        balanceAfter: 700,
+        requestId: null,
+        reason: 'refund',
+      });
+      expect(d.id).not.toBe(g.id);
+      expect(await ledger.ledger(T, 10)).toStrictEqual([d, g]);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 700, held: 0, spent: 0 });
+    });
+
+    it('adjustBalance is idempotent by key: the first entry comes back, even for another amount', async () => {
+      const first = await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW);
+      expect(await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW + 5)).toStrictEqual(first);
+      expect(await ledger.adjustBalance(T, 7, 'k1', 'other', NOW + 6)).toStrictEqual(first);
+      expect(await ledger.adjustBalance(T, -1_000, 'k1', 'other', NOW + 7)).toStrictEqual(first);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000 });
+      expect(await ledger.ledger(T, 10)).toStrictEqual([first]);
+      // Keys are per tenant.
+      const other = await ledger.adjustBalance('ten_b', 5, 'k1', 'top-up', NOW);
+      expect(other).toMatchObject({ amount: 5, balanceAfter: 5 });
+      expect((await ledger.account('ten_b', PERIOD)).balance).toBe(5);
+    });
+
+    it('a deduct never takes the balance below zero; a refused key stays unused', async () => {
+      await ledger.adjustBalance(T, 500, 'k1', 'top-up', NOW);
+      const before = await snapshot(ledger);
+      await expect(ledger.adjustBalance(T, -501, 'k2', 'too much', NOW)).rejects.toBeInstanceOf(
+        InsufficientBalanceError,
+      );
+      expect(await snapshot(ledger)).toEqual(before);
+      await expect(ledger.adjustBalance('ten_empty', -1, 'k9', 'nothing there', NOW)).rejects.toBeInstanceOf(
+        InsufficientBalanceError,
+      );
+      const ok = await ledger.adjustBalance(T, -200, 'k2', 'fits now', NOW);
+      expect(ok).toMatchObject({ type: 'deduct', amount: -200, balanceAfter: 300, reason: 'fits now' });
+      const zero = await ledger.adjustBalance(T, -300, 'k3', 'to zero', NOW);
+      expect(zero.balanceAfter).toBe(0);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0 });
+    });
+
+    it('adjustBalance rejects a zero or non-integer amount with TypeError', async () => {
+      const bad = [0, 1.5, -0.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '5' as unknown as number];
+      for (const amount of bad) {
+        await expect(ledger.adjustBalance(T, amount, `k_${String(amount)}`, 'bad', NOW)).rejects.toBeInstanceOf(
+          TypeError,
+        );
+      }
+      await expect(ledger.adjustBalance('', 5, 'k', 'bad', NOW)).rejects.toBeInstanceOf(TypeError);
+      await expect(ledger.adjustBalance(T, 5, '', 'bad', NOW)).rejects.toBeInstanceOf(TypeError);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0 });
+      expect(await ledger.ledger(T, 10)).toEqual([]);
+    });
+
+    it('setCap accepts null or a non-negative safe integer', async () => {
+      for (const cap of [-1, 1.5, Number.NaN, 2 ** 53, '10' as unknown as number]) {
+        await expect(ledger.setCap(T, cap)).rejects.toBeInstanceOf(TypeError);
+      }
+      expect((await ledger.account(T, PERIOD)).cap).toBeNull();
+      await ledger.setCap(T, 0);
+      expect((await ledger.account(T, PERIOD)).cap).toBe(0);
+      await ledger.setCap(T, 2_500);
+      expect((await ledger.account(T, PERIOD)).cap).toBe(2_500);
+      await ledger.setCap(T, null);
+      expect((await ledger.account(T, PERIOD)).cap).toBeNull();
+    });
+
+    // ------------------------------------------------------------ validation
+
+    it('rejects invalid reserve and settle inputs with TypeError and changes nothing', async () => {
+      await grant(ledger, 1_000);
+      const before = await snapshot(ledger);
+      const badReserves: Partial<ReserveInput>[] = [
+        { amount: -1 },
+        { amount: 1.5 },
+        { amount: Number.NaN },
+        { amount: 2 ** 53 },
+        { tokens: -1 },
+        { tokens: 0.5 },
+        { tenantId: '' },
+        { requestId: '' },
+      ];
+      for (const over of badReserves) {
+        await expect(ledger.reserve(reserveInput(rid(), over))).rejects.toBeInstanceOf(TypeError);
+      }
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 100 }));
+      const afterReserve = await snapshot(ledger);
+      for (const charge of [-1, 2.5, Number.NaN, 2 ** 53]) {
+        await expect(ledger.settle(settleInput(a, charge))).rejects.toBeInstanceOf(TypeError);
+      }
+      await expect(ledger.settle(settleInput(a, 10, { tenantId: '' }))).rejects.toBeInstanceOf(TypeError);
+      await expect(ledger.settle({ ...settleInput(a, 10), requestId: '' })).rejects.toBeInstanceOf(TypeError);
+      expect(await snapshot(ledger)).toEqual(afterReserve);
+      await ledger.release(T, a);
+      expect(await snapshot(ledger)).toEqual(before);
+    });
+
+    // ------------------------------------------------------------ ledger and usage
+
+    it('ledger and usage records are newest first, at most limit, with unique ids', async () => {
+      await grant(ledger, 10_000);
+      const settles: SettleInput[] = [];
+      for (let i = 1; i <= 5; i++) {
+        const r = rid();
+        await ledger.reserve(reserveInput(r, { amount: 1_000 }));
+        const input = settleInput(r, i * 10, { now: NOW + i * 1_000, usage: { promptTokens: i } });
+        settles.push(input);
+        await ledger.settle(input);
+      }
+      await ledger.adjustBalance(T, -50, 'late', 'correction', NOW + 9_000);
+      const all = await ledger.ledger(T, 100);
+      expect(all.map((e) => [e.type, e.amount, e.balanceAfter])).toEqual([
+        ['deduct', -50, 9_800],
+        ['charge', -50, 9_850],
+        ['charge', -40, 9_900],
+        ['charge', -30, 9_940],
+        ['charge', -20, 9_970],
+        ['charge', -10, 9_990],
+        ['grant', 10_000, 10_000],
+      ]);
+      expect(all.slice(1, 6).map((e) => e.requestId)).toEqual(settles.map((s) => s.requestId).reverse());
+      expect(new Set(all.map((e) => e.id)).size).toBe(all.length);
+      for (const e of all) expect(new Date(e.time).toISOString()).toBe(e.time);
+      expect(await ledger.ledger(T, 3)).toStrictEqual(all.slice(0, 3));
+      expect(await ledger.ledger(T, 0)).toEqual([]);
+
+      const records = await ledger.usageRecords(T, 100);
+      expect(records).toStrictEqual(settles.map((s, i) => ({ ...s.usage, cost: (i + 1) * 10 })).reverse());
+      expect(await ledger.usageRecords(T, 2)).toStrictEqual(records.slice(0, 2));
+      expect(await ledger.usageRecords(T, 0)).toEqual([]);
+    });
+
+    it('aggregates usage by (day, alias); inclusive day range; sorted by day then alias', async () => {
+      await grant(ledger, 100_000);
+      const rows: Array<[string, string, number, number, number, number]> = [
+        // day, alias, prompt, completion, requestCount, charge
+        ['2026-11-02', 'chat-small', 10, 20, 1, 100],
+        ['2026-11-01', 'chat-small', 1, 2, 1, 10],
+        ['2026-11-01', 'chat-large', 5, 6, 2, 70],
+        ['2026-11-01', 'chat-small', 3, 4, 1, 30],
+        ['2026-11-03', 'chat-large', 7, 8, 1, 90],
+        ['2026-10-31', 'chat-small', 9, 9, 1, 5],
+      ];
+      for (const [d, alias, promptTokens, completionTokens, requestCount, charge] of rows) {
+        const r = rid();
+        await ledger.reserve(reserveInput(r, { amount: 1_000 }));
+        await ledger.settle(
+          settleInput(r, charge, {
+            day: d,
+            usage: {
+              alias,
+              promptTokens,
+              completionTokens,
+              totalTokens: promptTokens + completionTokens,
+              requestCount,
+            },
+          }),
+        );
+      }
+      const day = (d: string, alias: string, p: number, c: number, n: number, cost: number): UsageDay => ({
+        day: d,
+        alias,
+        promptTokens: p,
+        completionTokens: c,
+        requests: n,
+        cost,
+      });
+      expect(await ledger.usageByDay(T, '2026-11-01', '2026-11-02')).toStrictEqual([
+        day('2026-11-01', 'chat-large', 5, 6, 2, 70),
+        day('2026-11-01', 'chat-small', 4, 6, 2, 40),
+        day('2026-11-02', 'chat-small', 10, 20, 1, 100),
+      ]);
+      expect(await ledger.usageByDay(T, ...ALL_DAYS)).toStrictEqual([
+        day('2026-10-31', 'chat-small', 9, 9, 1, 5),
+        day('2026-11-01', 'chat-large', 5, 6, 2, 70),
+        day('2026-11-01', 'chat-small', 4, 6, 2, 40),
+        day('2026-11-02', 'chat-small', 10, 20, 1, 100),
+        day('2026-11-03', 'chat-large', 7, 8, 1, 90),
+      ]);
+      expect(await ledger.usageByDay(T, '2026-11-03', '2026-11-03')).toStrictEqual([
+        day('2026-11-03', 'chat-large', 7, 8, 1, 90),
+      ]);
+      expect(await ledger.usageByDay(T, '2026-11-04', '2026-12-31')).toEqual([]);
+      expect(await ledger.usageByDay(T, '2026-11-03', '2026-11-01')).toEqual([]);
+      expect(await ledger.usageByDay('ten_b', ...ALL_DAYS)).toEqual([]);
+    });
+
+    it('hands out copies: mutating inputs or results never changes the ledger', async () => {
+      const g = (await grant(ledger, 1_000)) as Mutable<LedgerEntry>;
+      g.amount = 5;
+      g.balanceAfter = 5;
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 200 }));
+      const input = settleInput(a, 150);
+      const usageInput = input.usage as Mutable<Omit<UsageRecord, 'cost'>>;
+      await ledger.settle(input);
+      usageInput.alias = 'changed';
+      usageInput.promptTokens = 999;
+
+      const before = await snapshot(ledger);
+      const entries = (await ledger.ledger(T, 10)) as Mutable<LedgerEntry>[];
+      entries[0]!.amount = 0;
+      entries.pop();
+      const records = (await ledger.usageRecords(T, 10)) as Mutable<UsageRecord>[];
+      records[0]!.cost = 0;
+      const days = (await ledger.usageByDay(T, ...ALL_DAYS)) as Mutable<UsageDay>[];
+      days[0]!.cost = 0;
+      const account = (await ledger.account(T, PERIOD)) as { balance: number };
+      account.balance = 0;
+      const holders = await ledger.tenantsWithHolds();
+      holders.push('ten_x');
+      expect(await snapshot(ledger)).toEqual(before);
+      expect(before.usage[0]).toMatchObject({ alias: 'chat-small', promptTokens: 12, cost: 150 });
+      expect(before.ledger[1]).toMatchObject({ amount: 1_000, balanceAfter: 1_000 });
+      expect(before.account.balance).toBe(850);
+    });
+
+    // ------------------------------------------------------------ concurrency
+
+    it('200 concurrent reserves against a balance for 10 holds: exactly 10 succeed', async () => {
+      await grant(ledger, 1_000);
+      const ids = Array.from({ length: 200 }, () => rid());
+      const outcomes = await Promise.all(ids.map((r) => ledger.reserve(reserveInput(r, { amount: 100 }))));
+      const won = ids.filter((_, i) => outcomes[i]!.ok);
+      expect(won).toHaveLength(10);
+      for (const o of outcomes) {
+        if (o.ok) expect(o.replay).toBe(false);
+        else expect(o.reason).toBe('insufficient_credit');
+      }
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000, held: 1_000 });
+
+      const outcomes2 = await Promise.all(won.map((r) => ledger.settle(settleInput(r, 60))));
+      for (const s of outcomes2) expect(s).toStrictEqual(settled(true, 60, 0));
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 400, held: 0, cap: null, spent: 600 });
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+      expect(await ledger.usageRecords(T, 100)).toHaveLength(10);
+      expect(await ledger.ledger(T, 100)).toHaveLength(11);
+    });
+
+    it('racing reserves and settles of one request id apply once', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      const reserves = await Promise.all(
+        Array.from({ length: 20 }, () => ledger.reserve(reserveInput(a, { amount: 300 }))),
+      );
+      expect(reserves.filter((o) => o.ok && !o.replay)).toHaveLength(1);
+      expect(reserves.every((o) => o.ok)).toBe(true);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000, held: 300 });
+      const settles = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => ledger.settle(settleInput(a, 100 + i))),
+      );
+      const applied = settles.filter((s) => s.applied);
+      expect(applied).toHaveLength(1);
+      for (const s of settles) expect(s.charged).toBe(applied[0]!.charged);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000 - applied[0]!.charged, held: 0 });
+      expect(await ledger.usageRecords(T, 100)).toHaveLength(1);
+      const releases = await Promise.all(Array.from({ length: 5 }, () => ledger.release(T, a)));
+      expect(releases.every((r) => !r)).toBe(true);
+    });
+
+    it('racing adjustments with one key apply once', async () => {
+      const entries = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => ledger.adjustBalance(T, 100 + i, 'same', 'race', NOW)),
+      );
+      for (const e of entries) expect(e).toStrictEqual(entries[0]);
+      expect((await ledger.account(T, PERIOD)).balance).toBe(entries[0]!.amount);
+      expect(await ledger.ledger(T, 100)).toHaveLength(1);
+    });
+
+    // ------------------------------------------------------------ money invariant
+
+    it(
+      'money invariant: balance never negative, held = open holds, grants - balance = charges = usage cost',
+      async () => {
+        type Op =
+          | { kind: 'grant'; amount: number; reuse: boolean }
+          | { kind: 'reserve'; amount: number; ttl: number }
+          | { kind: 'settle'; pick: number; percent: number }
+          | { kind: 'settleUnknown'; charge: number }
+          | { kind: 'release'; pick: number }
+          | { kind: 'reap'; advanceSeconds: number };
+        const int = (min: number, max: number) => fc.integer({ min, max });
+        const grantOp = fc.record({ kind: fc.constant('grant' as const), amount: int(1, 1_000), reuse: fc.boolean() });
+        // Short holds (the reaper may take them) and long ones.
+        const reserveOp = fc.record({
+          kind: fc.constant('reserve' as const),
+          amount: int(0, 600),
+          ttl: fc.oneof(int(1, 120), fc.constant(3_600)),
+        });
+        // Charges up to twice the hold; settles of settled ids are the duplicates.
+        const settleOp = fc.record({ kind: fc.constant('settle' as const), pick: fc.nat(), percent: int(0, 200) });
+        const op: fc.Arbitrary<Op> = fc.oneof(
+          grantOp,
+          reserveOp,
+          reserveOp,
+          settleOp,
+          settleOp,
+          fc.record({ kind: fc.constant('settleUnknown' as const), charge: int(0, 400) }),
+          fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }),
+          fc.record({ kind: fc.constant('reap' as const), advanceSeconds: int(0, 90) }),
+        );
+        let run = 0;
+
+        await fc.assert(
+          fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), async (ops) => {
+            run += 1;
+            const tenantId = `ten_prop_${run}_${randomBytes(3).toString('hex')}`;
+            const base = { tenantId };
+            let now = NOW;
+            let grants = 0;
+            let chargedTotal = 0;
+            const grantKeys: Array<{ key: string; entry: LedgerEntry }> = [];
+            const known: string[] = []; // every request id reserved (hold exists)
+            const amounts = new Map<string, number>();
+            const open = new Map<string, number>(); // requestId → expiresAt
+            const charges = new Map<string, number>(); // requestId → charged (settled)
+
+            const check = async (): Promise<void> => {
+              const acc = await ledger.account(tenantId, PERIOD);
+              expect(acc.balance).toBeGreaterThanOrEqual(0);
+              let sum = 0;
+              for (const id of open.keys()) sum += amounts.get(id)!;
+              expect(acc.held).toBe(sum);
+              expect(acc.balance).toBe(grants - chargedTotal);
+              expect(acc.spent).toBe(chargedTotal);
+            };
+
+            for (const o of ops) {
+              switch (o.kind) {
+                case 'grant': {
+                  const prior = grantKeys[o.amount % Math.max(grantKeys.length, 1)];
+                  if (o.reuse && prior !== undefined) {
+                    const again = await ledger.adjustBalance(tenantId, o.amount, prior.key, 'again', now);
+                    expect(again).toStrictEqual(prior.entry);
+                  } else {
+                    const key = `g_${grantKeys.length}`;
+                    const entry = await ledger.adjustBalance(tenantId, o.amount, key, 'grant', now);
+                    grantKeys.push({ key, entry });
+                    grants += o.amount;
+                  }
+                  break;
+                }
+                case 'reserve': {
+                  const r = `r_${known.length}_${randomBytes(4).toString('hex')}`;
+                  const acc = await ledger.account(tenantId, PERIOD);
+                  const outcome = await ledger.reserve(
+                    reserveInput(r, { ...base, amount: o.amount, holdTtlSeconds: o.ttl, now }),
+                  );
+                  if (acc.balance - acc.held >= o.amount) expect(outcome).toEqual(OK);
+                  else expect(outcome).toEqual(refused('insufficient_credit'));
+                  if (outcome.ok) {
+                    known.push(r);
+                    amounts.set(r, o.amount);
+                    open.set(r, now + o.ttl * 1_000);
+                    // An immediate replay changes nothing.
+                    expect(await ledger.reserve(reserveInput(r, { ...base, amount: o.amount, now }))).toEqual(
+                      REPLAY,
+                    );
+                  }
+                  break;
+                }
+                case 'settle': {
+                  const r = known[o.pick % Math.max(known.length, 1)];
+                  if (r === undefined) break;
+                  const amount = amounts.get(r)!;
+                  const charge = Math.floor((amount * o.percent) / 100);
+                  const wasOpen = open.has(r);
+                  const acc = await ledger.account(tenantId, PERIOD);
+                  const outcome = await ledger.settle(settleInput(r, charge, { ...base, now }));
+                  const first = charges.get(r);
+                  if (first !== undefined) {
+                    expect(outcome).toStrictEqual(settled(false, first, 0));
+                  } else {
+                    const expected = wasOpen
+                      ? Math.min(charge, amount)
+                      : Math.min(charge, Math.max(acc.balance - acc.held, 0));
+                    expect(outcome).toStrictEqual(settled(true, expected, charge - expected));
+                    charges.set(r, expected);
+                    open.delete(r);
+                    chargedTotal += expected;
+                  }
+                  break;
+                }
+                case 'settleUnknown': {
+                  const r = `u_${known.length}_${randomBytes(4).toString('hex')}`;
+                  const acc = await ledger.account(tenantId, PERIOD);
+                  const outcome = await ledger.settle(settleInput(r, o.charge, { ...base, now }));
+                  const expected = Math.min(o.charge, Math.max(acc.balance - acc.held, 0));
+                  expect(outcome).toStrictEqual(settled(true, expected, o.charge - expected));
+                  charges.set(r, expected);
+                  known.push(r);
+                  amounts.set(r, 0);
+                  chargedTotal += expected;
+                  break;
+                }
+                case 'release': {
+                  const r = known[o.pick % Math.max(known.length, 1)];
+                  if (r === undefined) break;
+                  expect(await ledger.release(tenantId, r)).toBe(open.has(r));
+                  open.delete(r);
+                  break;
+                }
+                case 'reap': {
+                  now += o.advanceSeconds * 1_000;
+                  let expired = 0;
+                  for (const [r, expiresAt] of open) {
+                    if (expiresAt <= now) {
+                      open.delete(r);
+                      expired += 1;
+                    }
+                  }
+                  expect(await ledger.reapExpired(tenantId, now)).toBe(expired);
+                  break;
+                }
+              }
+              await check();
+            }
+
+            // Conservation: opening 0 + grants - closing = charges = usage cost.
+            const acc = await ledger.account(tenantId, PERIOD);
+            const entries = await ledger.ledger(tenantId, 100_000);
+            const records = await ledger.usageRecords(tenantId, 100_000);
+            const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
+            const chargeEntries = entries.filter((e) => e.type === 'charge');
+            expect(sum(entries.filter((e) => e.type === 'grant').map((e) => e.amount))).toBe(grants);
+            expect(entries.filter((e) => e.type === 'deduct')).toEqual([]);
+            const charged = 0 - sum(chargeEntries.map((e) => e.amount)); // 0 - x: no -0
+            expect(0 + grants - acc.balance).toBe(charged);
+            expect(charged).toBe(sum(records.map((r) => r.cost)));
+            expect(sum(records.map((r) => r.cost))).toBe(chargedTotal);
+            expect(chargeEntries.every((e) => e.amount < 0)).toBe(true);
+            expect(records).toHaveLength(charges.size);
+            // The balanceAfter chain adds up, oldest to newest.
+            let running = 0;
+            for (const e of [...entries].reverse()) {
+              running += e.amount;
+              expect(e.balanceAfter).toBe(running);
+              expect(e.balanceAfter).toBeGreaterThanOrEqual(0);
+            }
+            expect(running).toBe(acc.balance);
+            expect(new Set(entries.map((e) => e.id)).size).toBe(entries.length);
+            const byDay = await ledger.usageByDay(tenantId, ...ALL_DAYS);
+            expect(sum(byDay.map((d) => d.cost))).toBe(chargedTotal);
+            expect(sum(byDay.map((d) => d.requests))).toBe(charges.size);
+            expect((await ledger.tenantsWithHolds()).includes(tenantId)).toBe(open.size > 0);
+          }),
+          { numRuns: options.propertyRuns ?? 100 },
+        );
+      },
+      120_000,
+    );
+
+    // ------------------------------------------------------------ close
+
+    it('after close every call rejects with StoreUnavailableError', async () => {
+      await grant(ledger, 100);
+      await ledger.close();
+      await ledger.close(); // idempotent
+      const calls: Array<() => Promise<unknown>> = [
+        () => ledger.reserve(reserveInput(rid())),
+        () => ledger.settle(settleInput(rid(), 1)),
+        () => ledger.release(T, 'req_x'),
+        () => ledger.reapExpired(T, NOW),
+        () => ledger.tenantsWithHolds(),
+        () => ledger.account(T, PERIOD),
+        () => ledger.adjustBalance(T, 5, 'k_closed', 'closed', NOW),
+        () => ledger.setCap(T, 5),
+        () => ledger.ledger(T, 10),
+        () => ledger.usageRecords(T, 10),
+        () => ledger.usageByDay(T, ...ALL_DAYS),
+      ];
+      for (const call of calls) await expect(call()).rejects.toBeInstanceOf(StoreUnavailableError);
+    });
+  });
+}
+
+// ---------------------------------------------------------------- memory
+
+describeLedgerContract('memory', () => createMemoryLedger());
+
+// ---------------------------------------------------------------- redis
+
+describe('redis', () => {
+  let server: RedisServer;
+
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  describeLedgerContract('redis', () => createRedisLedger({ url: server.url, prefix: uniquePrefix() }), {
+    propertyRuns: 30,
+  });
+});
