@@ -9,6 +9,16 @@ export interface KeyCreated {
   status: string;
 }
 
+export interface LedgerEntryView {
+  id: string;
+  time: string;
+  type: 'grant' | 'deduct' | 'charge';
+  amount: number;
+  balanceAfter: number;
+  requestId: string | null;
+  reason: string | null;
+}
+
 export class AdminError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
@@ -45,6 +55,27 @@ export class AdminClient {
   }
   listKeys(tenantId: string) {
     return this.call<{ data: Array<Omit<KeyCreated, 'key'>> }>('GET', `/admin/tenants/${encodeURIComponent(tenantId)}/keys`);
+  }
+  adjustCredits(tenantId: string, amount: number, idempotencyKey: string, reason = '') {
+    return this.call<LedgerEntryView>('POST', `/admin/tenants/${encodeURIComponent(tenantId)}/credits`, { amount, idempotency_key: idempotencyKey, reason });
+  }
+  setCap(tenantId: string, amount: number | null) {
+    return this.call<{ tenant_id: string; spend_cap: number | null }>('PUT', `/admin/tenants/${encodeURIComponent(tenantId)}/cap`, { amount });
+  }
+  account(tenantId: string) {
+    return this.call<{ tenant_id: string; period: string; balance: number; held: number; cap: number | null; spent: number }>(
+      'GET',
+      `/admin/tenants/${encodeURIComponent(tenantId)}/account`,
+    );
+  }
+  ledger(tenantId: string, limit = 100) {
+    return this.call<{ data: LedgerEntryView[] }>('GET', `/admin/tenants/${encodeURIComponent(tenantId)}/ledger?limit=${limit}`);
+  }
+  usageRecords(tenantId: string, limit = 100) {
+    return this.call<{ data: Array<Record<string, unknown> & { requestId: string; cost: number; estimated: boolean }> }>(
+      'GET',
+      `/admin/tenants/${encodeURIComponent(tenantId)}/usage-records?limit=${limit}`,
+    );
   }
   revokeKey(keyId: string) {
     return this.call<Omit<KeyCreated, 'key'>>('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`, {});

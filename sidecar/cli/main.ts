@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { AdminClient, AdminError } from './admin-client.js';
 import { mintSession } from '../stack/dev-idp.js';
@@ -17,6 +18,13 @@ const HELP = `usage: npm run cli -- <command> [options]
                                        issue a key; the key is printed once
   key list --tenant ID                 list a tenant's keys (never the key itself)
   key revoke KEY_ID                    revoke a key
+  credits grant --tenant ID --amount 12.50 [--key IDEMPOTENCY_KEY] [--reason TEXT]
+  credits deduct --tenant ID --amount 2 [--key …] [--reason …]
+                                       amounts in currency units (up to 6 decimals); the
+                                       key makes a retry safe (default: a fresh one)
+  cap set --tenant ID --amount 100     monthly spend cap; cap clear --tenant ID removes it
+  account --tenant ID                  balance, held, this month's spend and cap
+  ledger --tenant ID [--limit 50]      money movements, newest first
   session mint --user ID --workspace TENANT[:role] [--workspace …] [--ttl 3600]
                                        mint a platform session token with the local
                                        development identity provider (.run/dev-idp; DEV_IDP_DIR)
@@ -44,6 +52,10 @@ async function run(argv: string[]): Promise<number> {
       user: { type: 'string' },
       workspace: { type: 'string', multiple: true },
       ttl: { type: 'string' },
+      amount: { type: 'string' },
+      key: { type: 'string' },
+      reason: { type: 'string' },
+      limit: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -87,6 +99,19 @@ async function run(argv: string[]): Promise<number> {
   } else if (noun === 'key' && verb === 'list') {
     const { data } = await api.listKeys(need(values.tenant, '--tenant'));
     out(data.map((k) => `${k.id}\t${k.status}\t${k.display}\t${k.scopes.join(' ')}`).join('\n'), data);
+  } else if (noun === 'credits' && (verb === 'grant' || verb === 'deduct')) {
+    const micros = toMicros(need(values.amount, '--amount'));
+    const e = await api.adjustCredits(need(values.tenant, '--tenant'), verb === 'grant' ? micros : -micros, values.key ?? randomUUID(), values.reason ?? '');
+    out(`${e.type} ${fromMicros(e.amount)}; balance ${fromMicros(e.balanceAfter)} (entry ${e.id})`, e);
+  } else if (noun === 'cap' && (verb === 'set' || verb === 'clear')) {
+    const r = await api.setCap(need(values.tenant, '--tenant'), verb === 'set' ? toMicros(need(values.amount, '--amount')) : null);
+    out(r.spend_cap === null ? 'no spend cap' : `spend cap ${fromMicros(r.spend_cap)} per month`, r);
+  } else if (noun === 'account') {
+    const a = await api.account(need(values.tenant, '--tenant'));
+    out(`balance ${fromMicros(a.balance)}, held ${fromMicros(a.held)}, spent in ${a.period} ${fromMicros(a.spent)}, cap ${a.cap === null ? 'none' : fromMicros(a.cap)}`, a);
+  } else if (noun === 'ledger') {
+    const { data } = await api.ledger(need(values.tenant, '--tenant'), values.limit ? Number(values.limit) : 50);
+    out(data.map((e) => `${e.time}\t${e.type}\t${fromMicros(e.amount)}\t${fromMicros(e.balanceAfter)}\t${e.requestId ?? e.reason ?? ''}`).join('\n'), data);
   } else if (noun === 'key' && verb === 'revoke') {
     const k = await api.revokeKey(need(arg, 'KEY_ID'));
     out(`${k.id} ${k.status}`, k);
@@ -97,6 +122,21 @@ async function run(argv: string[]): Promise<number> {
 }
 
 class UsageError extends Error {}
+
+/** "12.5" (currency units) → 12500000 micro-units, exactly (no floating point). */
+function toMicros(text: string): number {
+  const m = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(text.trim());
+  if (!m) throw new UsageError('amount must be a positive number with at most 6 decimals');
+  const micros = Number(m[1]) * 1_000_000 + Number((m[2] ?? '').padEnd(6, '0'));
+  if (micros <= 0) throw new UsageError('amount must be positive');
+  return micros;
+}
+
+function fromMicros(micros: number): string {
+  const sign = micros < 0 ? '-' : '';
+  const abs = Math.abs(micros);
+  return `${sign}${Math.floor(abs / 1_000_000)}.${String(abs % 1_000_000).padStart(6, '0')}`;
+}
 
 run(process.argv.slice(2)).then(
   (code) => process.exit(code),

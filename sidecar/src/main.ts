@@ -6,13 +6,19 @@ import type { Config } from './config/schema.js';
 import { Catalog } from './domain/catalog.js';
 import { Authorizer } from './domain/auth/authorize.js';
 import { SessionVerifier } from './domain/auth/sessions.js';
+import { KeyCache } from './domain/auth/key-cache.js';
+import { createKeyEvents } from './store/key-events.js';
 import type { ExchangeSummary } from './domain/exchange.js';
-import { createAuthorizationService, identityHeaderNames } from './adapters/envoy/authz-service.js';
+import { createAuthorizationService } from './adapters/envoy/authz-service.js';
 import { createExternalProcessorService } from './adapters/envoy/ext-proc-service.js';
 import { startGrpcServer } from './adapters/grpc-server.js';
 import { buildAdminServer } from './adapters/admin/server.js';
 import { createLogger } from './adapters/logger.js';
-import { createStore } from './store/create.js';
+import { createLedger, createStore } from './store/create.js';
+import { Billing } from './domain/billing/service.js';
+import { SettlementJournal } from './domain/billing/journal.js';
+import { Gate } from './domain/gate.js';
+import { usageReport } from './domain/billing/usage-report.js';
 import { API_PREFIX } from './api-prefix.js';
 
 /** Admin token: ADMIN_TOKEN, else the file at ADMIN_TOKEN_FILE (created with a fresh token if missing). */
@@ -31,15 +37,35 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const store = createStore(cfg);
   const catalog = new Catalog(cfg.models, cfg.brand);
   const sessions = new SessionVerifier(cfg.identity);
+  const keyCache = new KeyCache(cfg.auth.keyCacheSeconds * 1000);
+  const keyEvents = createKeyEvents(cfg);
+  keyEvents.subscribe((hash) => keyCache.invalidate(hash));
   const authorizer = new Authorizer({
     brand: cfg.brand,
-    findKey: (h) => store.getKeyByHash(h),
+    findKey: (h) => keyCache.get(h, (x) => store.getKeyByHash(x)),
     verifySession: (t) => sessions.verify(t),
   });
   const upstreamKey = readUpstreamKey(cfg, env);
+  const ledger = createLedger(cfg);
+  const billing = new Billing(ledger, cfg.billing, new SettlementJournal(cfg.billing.journalPath), {
+    settled: (i) => {
+      if (i.uncovered > 0) log.warn({ request_id: i.requestId, charged: i.charged, uncovered: i.uncovered }, 'charge above the hold');
+    },
+    failed: (what, err) => log.warn({ op: what, err: (err as Error).name }, 'ledger write failed; journaled for retry'),
+  });
+  const admission = {
+    catalog,
+    defaultTemperature: cfg.defaults.temperature,
+    maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
+    maxRequestBytes: cfg.limits.maxRequestBytes,
+  };
+  const gate = new Gate(authorizer, billing, admission, API_PREFIX);
 
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
+    if (s.held !== null && s.principal && s.ctx) {
+      void billing.finish({ principal: s.principal, ctx: s.ctx, requestId: s.requestId, usage: s.billable, startedAt: s.startedAt });
+    }
     log.info(
       {
         request_id: s.requestId,
@@ -62,7 +88,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   };
 
   const grpc = await startGrpcServer(cfg.listen.sidecarGrpc, {
-    authz: createAuthorizationService({ authorizer, brand: cfg.brand, log }),
+    authz: createAuthorizationService({ gate, brand: cfg.brand, upstreamKey, log }),
     extProc: createExternalProcessorService({
       log,
       onSummary,
@@ -70,26 +96,44 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         brand: cfg.brand,
         apiPrefix: API_PREFIX,
         catalog,
-        defaultTemperature: cfg.defaults.temperature,
-        maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
-        maxRequestBytes: cfg.limits.maxRequestBytes,
-        upstreamKey,
-        stripUpstream: identityHeaderNames(cfg.brand),
+        admission,
         identityProvider: () => ({ ...sessions.status() }),
+        usage: (principal, query, requestId) => usageReport(ledger, cfg.billing, cfg.brand, principal, query, requestId),
       },
     }),
   });
-  const admin = buildAdminServer({ store, brand: cfg.brand, adminToken: adminToken(env), log });
+  const admin = buildAdminServer({
+    store,
+    ledger,
+    brand: cfg.brand,
+    adminToken: adminToken(env),
+    log,
+    onKeyRevoked: (hash) => {
+      keyCache.invalidate(hash);
+      keyEvents.publish(hash).catch(() => log.warn('revocation not broadcast; other instances drop the key when its cache entry expires'));
+    },
+  });
   await admin.listen({ host: cfg.listen.admin.host, port: cfg.listen.admin.port });
   const adminPort = (admin.server.address() as { port: number }).port;
+  // Background money work: journaled settlements retried, expired holds released.
+  const retry = setInterval(() => void billing.retryPending().catch(() => {}), 2000);
+  const reaper = setInterval(() => void billing.reap().catch(() => {}), 30_000);
+  retry.unref();
+  reaper.unref();
+  void billing.retryPending().catch(() => {});
   log.info({ grpc: cfg.listen.sidecarGrpc, grpc_port: grpc.port, admin_port: adminPort, store: store.kind }, 'sidecar ready');
 
   return {
     grpcPort: grpc.port,
     adminPort,
     async close() {
+      clearInterval(retry);
+      clearInterval(reaper);
       await grpc.close();
       await admin.close();
+      await billing.retryPending().catch(() => {});
+      await ledger.close();
+      await keyEvents.close();
       await store.close();
       log.flush();
     },

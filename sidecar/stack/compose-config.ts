@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from '../src/config/load.js';
-import { identityHeaderNames } from '../src/adapters/envoy/authz-service.js';
+import { flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 import { buildEnvoyBootstrap, toYaml } from './envoy-config.js';
 import { REPO_ROOT } from './paths.js';
 
@@ -25,7 +25,8 @@ export function renderComposeEnvoyConfig(): string {
   const cfg = loadConfig({ path: COMPOSE_GATEWAY_CONFIG, env: {} });
   const bootstrap = buildEnvoyBootstrap(cfg, {
     sidecarAddress: COMPOSE_SIDECAR_ADDRESS,
-    internalHeaders: identityHeaderNames(cfg.brand),
+    internalHeaders: internalHeaderNames(cfg.brand),
+    flowHeader: flowHeaderName(cfg.brand),
   });
   return toYaml(bootstrap);
 }

@@ -17,6 +17,8 @@ export interface EnvoyRenderOptions {
   readonly sidecarAddress?: string;
   /** Header names the sidecar sets on requests; client copies are removed first. */
   readonly internalHeaders: readonly string[];
+  /** The sidecar's flow header (stream | buffer) that selects the provider route. */
+  readonly flowHeader: string;
 }
 
 function cluster(name: string, target: ParsedUpstream, opts: { http2?: boolean; connectTimeoutMs: number }): Record<string, unknown> {
@@ -68,10 +70,45 @@ function sidecarCluster(address: string): Record<string, unknown> {
 const disableExtProc = { 'envoy.filters.http.ext_proc': { '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute'), disabled: true } };
 const disableExtAuthz = { 'envoy.filters.http.ext_authz': { '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute'), disabled: true } };
 
-function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream): Record<string, unknown>[] {
+/** ext_proc message flow per route (the sidecar decides nothing about phases at run time). */
+function extProcModes(mode: {
+  requestHeaders: 'SEND' | 'SKIP';
+  requestBody: 'NONE' | 'BUFFERED';
+  responseHeaders: 'SEND' | 'SKIP';
+  responseBody: 'NONE' | 'BUFFERED' | 'STREAMED';
+}): Record<string, unknown> {
+  return {
+    'envoy.filters.http.ext_proc': {
+      '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute'),
+      overrides: {
+        processing_mode: {
+          request_header_mode: mode.requestHeaders,
+          request_body_mode: mode.requestBody,
+          response_header_mode: mode.responseHeaders,
+          response_body_mode: mode.responseBody,
+          request_trailer_mode: 'SKIP',
+          response_trailer_mode: 'SKIP',
+        },
+      },
+    },
+  };
+}
+
+/**
+ * Chat and embeddings: ext_authz has already read the body (auth, validation,
+ * credit hold) and set the flow header; ext_proc gets the body (request id and
+ * path as attributes, no header round trip), then the response headers, then
+ * the body: buffered for JSON, chunk by chunk for SSE.
+ */
+const BUFFERED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'BUFFERED' });
+const STREAMED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'STREAMED' });
+/** Paths the sidecar answers itself at request-header time. */
+const ANSWERED_FLOW = extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE', responseHeaders: 'SKIP', responseBody: 'NONE' });
+
+function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, flowHeader: string): Record<string, unknown>[] {
   const p = API_PREFIX;
-  const toProvider = (path: string) => ({
-    match: { path: `${p}${path}` },
+  const toProvider = (path: string, flow: 'stream' | 'buffer') => ({
+    match: { path: `${p}${path}`, ...(flow === 'stream' ? { headers: [{ name: flowHeader, string_match: { exact: 'stream' } }] } : {}) },
     route: {
       cluster: 'provider',
       prefix_rewrite: `${provider.basePath}${path}`,
@@ -80,10 +117,12 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream):
       idle_timeout: `${cfg.upstream.idleTimeoutMs / 1000}s`,
     },
     request_body_buffer_limit: cfg.limits.maxRequestBytes,
+    request_headers_to_remove: [flowHeader],
+    typed_per_filter_config: flow === 'stream' ? STREAMED_FLOW : BUFFERED_FLOW,
   });
   // Answered by the sidecar at request-header time; the 500 below only shows
   // if it did not (turned into the 503 envelope by the local-reply mappers).
-  const bySidecar = (match: Record<string, unknown>) => ({ match, direct_response: { status: 500 } });
+  const bySidecar = (match: Record<string, unknown>) => ({ match, direct_response: { status: 500 }, typed_per_filter_config: ANSWERED_FLOW });
   const toAccount = (prefix: string) => ({
     match: { path_separated_prefix: `${p}${prefix}` },
     route: {
@@ -94,8 +133,9 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream):
     typed_per_filter_config: disableExtProc,
   });
   return [
-    toProvider('/chat/completions'),
-    toProvider('/embeddings'),
+    toProvider('/chat/completions', 'stream'),
+    toProvider('/chat/completions', 'buffer'),
+    toProvider('/embeddings', 'buffer'),
     bySidecar({ path_separated_prefix: `${p}/models` }),
     bySidecar({ path: `${p}/whoami` }),
     bySidecar({ path: `${p}/usage` }),
@@ -130,6 +170,10 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         grpc_service: { envoy_grpc: { cluster_name: 'sidecar' }, timeout: '2s' },
         failure_mode_allow: false,
         status_on_error: { code: 500 },
+        // The body is read here (validation and the credit hold happen before the provider is called).
+        with_request_body: { max_request_bytes: cfg.limits.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
+        // The flow header it sets picks the route (streamed or buffered response processing).
+        clear_route_cache: true,
         allowed_headers: {
           patterns: ['x-api-key', 'authorization', 'x-workspace-id', 'x-request-id'].map((h) => ({ exact: h })),
         },
@@ -144,6 +188,7 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         message_timeout: '5s',
         status_on_error: { code: 500 },
         allow_mode_override: true,
+        request_attributes: ['request.id', 'request.path', 'request.method'],
         processing_mode: {
           request_header_mode: 'SEND',
           request_body_mode: 'BUFFERED',
@@ -268,7 +313,7 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
                           name: 'gateway',
                           domains: ['*'],
                           request_body_buffer_limit: cfg.limits.maxRequestBytes,
-                          routes: routes(cfg, provider, account),
+                          routes: routes(cfg, provider, account, opts.flowHeader),
                         },
                       ],
                     },

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { Config } from '../src/config/schema.js';
 import { parseConfig } from '../src/config/load.js';
-import { identityHeaderNames } from '../src/adapters/envoy/authz-service.js';
+import { flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 import { renderEnvoyConfig } from './envoy-config.js';
 import { ManagedProcess, listeningLine } from './process.js';
 import { REPO_ROOT } from './paths.js';
@@ -97,7 +97,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await sidecar.waitForLine(listeningLine, 20_000);
 
     const envoyPath = join(opts.runDir, 'envoy.yaml');
-    writeFileSync(envoyPath, renderEnvoyConfig(cfg, { internalHeaders: identityHeaderNames(cfg.brand) }));
+    writeFileSync(envoyPath, renderEnvoyConfig(cfg, { internalHeaders: internalHeaderNames(cfg.brand), flowHeader: flowHeaderName(cfg.brand) }));
     const envoyArgs = ['-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn', '--base-id', String(opts.baseId ?? process.pid % 60000), '--concurrency', '2'];
     const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo });
     processes.push(envoy);

@@ -24,6 +24,46 @@ export const ModelFamilySchema = z
     pinnedModel: z.string().min(1),
     /** Raise max_tokens to at least this (reasoning models only). */
     maxTokensFloor: z.number().int().positive().nullable().default(null),
+    /**
+     * Output cap sent upstream when the caller names none, so every request has
+     * a worst-case cost the credit hold can cover.
+     */
+    maxOutputTokens: z.number().int().positive().default(4096),
+  })
+  .strict();
+
+const micro = z.number().int().min(0);
+
+/** Prices in integer micro-units of the currency: per million tokens, or per embedding input. */
+export const PriceSchema = z
+  .object({
+    inputPerMillion: micro.default(0),
+    outputPerMillion: micro.default(0),
+    perInput: micro.default(0),
+  })
+  .strict();
+
+export const BillingSchema = z
+  .object({
+    currency: z.string().regex(/^[A-Z]{3}$/, 'ISO 4217 code').default('CHF'),
+    /** Refuse (402) requests whose worst-case cost the available balance cannot cover. */
+    creditCheck: z.boolean().default(false),
+    /** Shown as text inside the 402 message. */
+    topUpUrl: z.url().default('https://portal.svc.example/billing/top-up'),
+    /** A hold left by a crashed process is released after this long. */
+    holdTtlSeconds: z.number().int().positive().default(3600),
+    /** Settlements the store could not take are kept here and retried until applied (survives restarts). */
+    journalPath: z.string().min(1).default('.run/settlement-journal.jsonl'),
+    rateLimits: z
+      .object({
+        requestsPerMinute: z.number().int().positive().nullable().default(null),
+        tokensPerMinute: z.number().int().positive().nullable().default(null),
+        per: z.enum(['key', 'tenant']).default('key'),
+      })
+      .strict()
+      .default({ requestsPerMinute: null, tokensPerMinute: null, per: 'key' }),
+    /** Price per internal model; every internal model must have one. */
+    prices: z.record(z.string(), PriceSchema),
   })
   .strict();
 
@@ -98,6 +138,14 @@ export const ConfigSchema = z
         clockToleranceSeconds: 30,
         refreshSeconds: 300,
       }),
+    billing: BillingSchema,
+    auth: z
+      .object({
+        /** How long a found key is served from memory (revocations drop it at once; this bounds a lost message). */
+        keyCacheSeconds: z.number().int().min(0).max(300).default(30),
+      })
+      .strict()
+      .default({ keyCacheSeconds: 30 }),
     store: z
       .discriminatedUnion('kind', [
         z.object({ kind: z.literal('memory') }).strict(),
@@ -140,8 +188,14 @@ export function modelRuleProblems(raw: unknown): string[] {
     if (f.maxTokensFloor != null && f.kind !== 'chat') problems.push(`models.${i}.maxTokensFloor: only chat models take a max_tokens floor`);
   });
   if ([...seen].some((name) => internal.has(name))) problems.push('models: an alias may not equal an internal model name');
+  const prices = (raw as { billing?: { prices?: unknown } }).billing?.prices;
+  const priced = typeof prices === 'object' && prices !== null ? new Set(Object.keys(prices)) : new Set<string>();
+  for (const model of [...internal].sort()) {
+    if (!priced.has(model)) problems.push(`billing.prices: the internal model ${model} has no price`);
+  }
   return problems;
 }
 
 export type Config = z.infer<typeof ConfigSchema>;
+export type Price = z.infer<typeof PriceSchema>;
 export type ModelFamily = z.infer<typeof ModelFamilySchema>;

@@ -9,6 +9,8 @@ export interface ResolvedAlias {
   readonly floating: boolean;
   readonly internalModel: string;
   readonly maxTokensFloor: number | null;
+  /** Output cap sent when the caller names none. */
+  readonly maxOutputTokens: number;
 }
 
 export interface ModelListEntry {
@@ -34,8 +36,9 @@ export class Catalog {
     const entries: ModelListEntry[] = [];
     const pinnedEntries: ModelListEntry[] = [];
     for (const f of families) {
-      this.add({ alias: f.alias, kind: f.kind, floating: true, internalModel: f.model, maxTokensFloor: f.maxTokensFloor });
-      this.add({ alias: f.pinned, kind: f.kind, floating: false, internalModel: f.pinnedModel, maxTokensFloor: f.maxTokensFloor });
+      const shared = { kind: f.kind, maxTokensFloor: f.maxTokensFloor, maxOutputTokens: f.maxOutputTokens };
+      this.add({ alias: f.alias, floating: true, internalModel: f.model, ...shared });
+      this.add({ alias: f.pinned, floating: false, internalModel: f.pinnedModel, ...shared });
       entries.push({
         id: f.alias, object: 'model', created, owned_by: f.owner,
         [`${brand}_kind`]: f.kind, [`${brand}_floating`]: true, [`${brand}_pinned_variant`]: f.pinned,

@@ -62,26 +62,37 @@ export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy): 
   const { resolved } = model;
   const stream = body.stream === true;
   const requested = (body.max_completion_tokens ?? body.max_tokens ?? null) as number | null;
-  let effective = requested;
+  // Every request goes up with a cap: the caller's, raised to the floor for
+  // reasoning models, or the model's default output cap (the worst case the
+  // credit hold covers).
+  let effective = requested ?? resolved.maxOutputTokens;
   let floor: FloorReport | null = null;
   if (resolved.maxTokensFloor !== null && (requested === null || requested < resolved.maxTokensFloor)) {
-    effective = resolved.maxTokensFloor;
+    effective = Math.max(resolved.maxTokensFloor, requested ?? 0);
     floor = { requested, effective };
   }
 
   const upstream: Record<string, unknown> = { ...body, model: resolved.internalModel };
   if (upstream.temperature == null) upstream.temperature = policy.defaultTemperature;
-  if (effective !== null) {
-    // Whichever fields the caller used carry the effective cap; max_tokens when none.
-    if (body.max_completion_tokens != null) upstream.max_completion_tokens = effective;
-    if (body.max_tokens != null || body.max_completion_tokens == null) upstream.max_tokens = effective;
-  }
+  // Whichever fields the caller used carry the effective cap; max_tokens when none.
+  if (body.max_completion_tokens != null) upstream.max_completion_tokens = effective;
+  if (body.max_tokens != null || body.max_completion_tokens == null) upstream.max_tokens = effective;
   if (stream) upstream.stream_options = { ...(isObject(body.stream_options) ? body.stream_options : {}), include_usage: true };
   else delete upstream.stream_options;
 
   return {
     ok: true,
     upstreamBody: JSON.stringify(upstream),
-    ctx: { endpoint: 'chat', resolved, stream, floor, requestCount: 1, maxTokens: effective, promptEstimate: estimateTokens(body.messages) },
+    ctx: {
+      endpoint: 'chat',
+      resolved,
+      stream,
+      floor,
+      requestCount: 1,
+      maxTokens: effective,
+      promptEstimate: estimateTokens(body.messages),
+      promptBytes: Buffer.byteLength(JSON.stringify(body.messages)) + (body.tools ? Buffer.byteLength(JSON.stringify(body.tools)) : 0),
+      messageCount: (body.messages as unknown[]).length,
+    },
   };
 }

@@ -1,9 +1,11 @@
 import { isObject, tryParseJson } from '../util/json.js';
 import type { InferenceContext } from './request-context.js';
 import { svcBlock } from './svc-block.js';
-import { readUsage, usageJson, type Usage } from './usage.js';
+import { estimatedUsage, readUsage, usageJson, type Usage } from './usage.js';
+import { estimateTokens } from './token-estimate.js';
 
-export type Rewritten = { ok: true; body: string; usage: Usage | undefined } | { ok: false };
+/** usage: the provider's, or counted by the gateway (estimated) when it sent none. */
+export type Rewritten = { ok: true; body: string; usage: Usage } | { ok: false };
 
 const MESSAGE_FIELDS = ['role', 'content', 'tool_calls', 'function_call', 'refusal'] as const;
 
@@ -33,7 +35,7 @@ export function rewriteChatCompletion(raw: Buffer, ctx: InferenceContext, reques
     if (choice.logprobs !== undefined) out.logprobs = choice.logprobs;
     return out;
   });
-  const usage = readUsage(parsed.usage);
+  const usage = readUsage(parsed.usage) ?? estimatedUsage(ctx.promptEstimate, estimateTokens(choices.map((c) => c.message)));
   const body: Record<string, unknown> = {
     id: requestId,
     object: 'chat.completion',
@@ -41,7 +43,7 @@ export function rewriteChatCompletion(raw: Buffer, ctx: InferenceContext, reques
     model: ctx.resolved.alias,
     choices,
   };
-  if (usage) body.usage = usageJson(usage);
+  body.usage = usageJson(usage);
   body[brand] = svcBlock(ctx, requestId);
   return { ok: true, body: JSON.stringify(body), usage };
 }

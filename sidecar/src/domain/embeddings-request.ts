@@ -39,6 +39,16 @@ export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: numb
   return {
     ok: true,
     upstreamBody: JSON.stringify(upstream),
-    ctx: { endpoint: 'embeddings', resolved: model.resolved, stream: false, floor: null, requestCount: count, maxTokens: null, promptEstimate: estimateTokens(input) },
+    ctx: {
+      endpoint: 'embeddings',
+      resolved: model.resolved,
+      stream: false,
+      floor: null,
+      requestCount: count,
+      maxTokens: null,
+      promptEstimate: estimateTokens(input),
+      promptBytes: Buffer.byteLength(JSON.stringify(input)),
+      messageCount: count,
+    },
   };
 }

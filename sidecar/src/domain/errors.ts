@@ -30,6 +30,12 @@ export const Errors = Object.freeze({
     code: 'AUTHZ_001',
     message: "{'error': 'no_workspace'} The session does not belong to the workspace named by X-Workspace-ID (send X-Workspace-ID when the person belongs to several).",
   }),
+  insufficientCredit: entry({
+    status: 402,
+    type: 'insufficient_quota',
+    code: 'insufficient_credit',
+    message: 'The credit balance does not cover this request.',
+  }),
   insufficientScope: entry({ status: 403, type: 'permission_error', code: 'insufficient_scope', message: 'This key lacks the required scope "ai".' }),
   scopeNotRecognised: entry({ status: 403, type: 'permission_error', code: 'scope_not_recognised', message: 'This key carries a scope that is not recognised; no wildcard scope exists.' }),
   keyOutsidePrefix: entry({ status: 403, type: 'permission_error', code: 'AUTHZ_001', message: 'API keys are valid only on the gateway paths.' }),
@@ -37,6 +43,18 @@ export const Errors = Object.freeze({
   billingNotEnabled: entry({ status: 404, type: 'not_found_error', code: null, message: 'Billing is not enabled on this deployment.' }),
   methodNotAllowed: entry({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: 'Method not allowed on this path.' }),
   payloadTooLarge: entry({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' }),
+  rateLimitExceeded: entry({
+    status: 429,
+    type: 'rate_limit_error',
+    code: 'rate_limit_exceeded',
+    message: 'Too many requests or tokens this minute; wait and retry.',
+  }),
+  spendCapExceeded: entry({
+    status: 429,
+    type: 'insufficient_quota',
+    code: 'spend_cap_exceeded',
+    message: "The spend cap for this period is reached; waiting does not help until the period rolls over or the cap is raised.",
+  }),
   upstreamError: entry({ status: 502, type: 'api_error', code: 'upstream_error', message: 'The model provider did not deliver a response.' }),
   identityProviderUnavailable: entry({
     status: 503,
@@ -44,6 +62,12 @@ export const Errors = Object.freeze({
     code: 'identity_provider_unavailable',
     message: 'Platform session tokens are not accepted on this path; use an API key in the X-API-Key header.',
     headers: { 'Retry-After': '30' },
+  }),
+  creditsUnavailable: entry({
+    status: 503,
+    type: 'api_error',
+    code: 'credits_unavailable',
+    message: 'The credit ledger is unreachable; the request was not run.',
   }),
   serviceUnavailable: entry({ status: 503, type: 'api_error', code: 'service_unavailable', message: 'The gateway is temporarily unavailable.' }),
 });

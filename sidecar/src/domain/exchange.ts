@@ -1,15 +1,13 @@
 import type { Catalog } from './catalog.js';
-import { admitChat } from './chat-request.js';
+import { admitBody, type AdmissionPolicy } from './admission.js';
 import { rewriteChatCompletion } from './chat-response.js';
-import { admitEmbeddings } from './embeddings-request.js';
 import { rewriteEmbeddings } from './embeddings-response.js';
 import { Errors, envelope, gatewayError, type ErrorEntry, type GatewayError } from './errors.js';
 import type { Principal } from './auth/principal.js';
 import { pathOnly } from './auth/routes.js';
-import type { Admission, InferenceContext } from './request-context.js';
+import type { InferenceContext } from './request-context.js';
 import { ChatStreamRewriter } from './sse/chat-stream.js';
 import type { Usage } from './usage.js';
-import { tryParseJson } from '../util/json.js';
 
 /**
  * One HTTP exchange as the gateway sees it, from request headers to the end
@@ -38,14 +36,20 @@ export interface ExchangeDeps {
   readonly brand: string;
   readonly apiPrefix: string;
   readonly catalog: Catalog;
-  readonly defaultTemperature: number;
-  readonly maxEmbeddingInputs: number;
-  readonly maxRequestBytes: number;
-  /** Provider key sent upstream as a bearer token; undefined sends none. */
-  readonly upstreamKey: string | undefined;
+  readonly admission: AdmissionPolicy;
   readonly identityProvider: () => Record<string, unknown>;
-  /** Gateway-set identity headers meant for the account service, not the provider. */
-  readonly stripUpstream: readonly string[];
+  /** GET /usage for a principal: the report body, or a refusal. */
+  readonly usage: (principal: Principal, query: string, requestId: string) => Promise<{ ok: true; body: string } | { ok: false; error: GatewayError }>;
+}
+
+/** What the gate (ext_authz) decided, as the exchange learns it. */
+export interface ExchangeStart {
+  readonly method: string;
+  readonly path: string;
+  readonly requestId: string;
+  readonly principal: Principal | null;
+  /** Micro-units held by the gate for this request; null: nothing was held. */
+  readonly held: number | null;
 }
 
 /** The outcome the adapter logs (and, later, bills) when the exchange ends. */
@@ -62,12 +66,15 @@ export interface ExchangeSummary {
   readonly outcome: 'ok' | 'refused' | 'upstream_error' | 'interrupted' | 'incomplete';
   readonly requestCount: number;
   readonly errorCode: string | null;
+  /** Micro-units the gate held; null when nothing was held. */
+  readonly held: number | null;
+  readonly startedAt: number;
+  /** What to bill: null when nothing was delivered (the hold is released). */
+  readonly billable: Usage | null;
+  readonly ctx: InferenceContext | null;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
-
-/** Request headers that never travel to the provider. */
-const NOT_FOR_PROVIDER = ['x-api-key', 'x-workspace-id', 'cookie', 'authorization'];
 
 /** Provider response headers the caller may see; every other one is removed. */
 const RESPONSE_HEADERS_KEPT = new Set([':status', 'content-type', 'content-length', 'date', 'cache-control', 'transfer-encoding', 'vary', 'connection']);
@@ -88,54 +95,56 @@ export class Exchange {
   private outcome: ExchangeSummary['outcome'] = 'incomplete';
   private errorCode: string | null = null;
   private upstreamStatus: number | null = null;
+  private held: number | null = null;
+  private startedAt = Date.now();
 
   constructor(private readonly deps: ExchangeDeps) {}
 
-  requestHeaders(h: {
-    method: string;
-    path: string;
-    requestId: string;
-    endOfStream: boolean;
-    contentLength: number | null;
-    principal: Principal | null;
-  }): Action {
+  get started(): boolean {
+    return this.requestId !== '';
+  }
+
+  /** Learns the request (from its headers, or from attributes when headers are not sent). */
+  start(h: ExchangeStart): void {
     this.requestId = h.requestId;
     this.method = h.method;
     this.path = pathOnly(h.path);
     this.principal = h.principal;
+    this.held = h.held;
     this.route = this.routeOf(this.path);
+  }
+
+  /** Paths answered by the gateway itself (GET /models, /whoami, /usage). */
+  requestHeaders(h: ExchangeStart): Action | Promise<Action> {
+    this.start(h);
     // A route miss reaches ext_proc without an ext_authz check: answer it as one.
     if (this.route === 'unknown') return this.refuse(Errors.notFound);
     if (!this.principal) return this.refuse(Errors.invalidApiKey);
-
+    if (h.method !== 'GET') return this.refuse(Errors.methodNotAllowed);
     switch (this.route) {
       case 'models':
-        if (h.method !== 'GET') return this.refuse(Errors.methodNotAllowed);
         return this.modelsReply();
       case 'whoami':
-        if (h.method !== 'GET') return this.refuse(Errors.methodNotAllowed);
         return this.ok(JSON.stringify(this.whoami()));
-      case 'chat':
-      case 'embeddings':
-        if (h.method !== 'POST') return this.refuse(Errors.methodNotAllowed);
-        if (h.endOfStream) return this.refuseWith(gatewayError(Errors.invalidRequest, { param: 'body', message: 'A JSON request body is required.' }));
-        if (h.contentLength !== null && h.contentLength > this.deps.maxRequestBytes) return this.refuse(Errors.payloadTooLarge);
-        return { kind: 'continue', headers: this.upstreamRequestHeaders() };
-      case 'usage':
+      case 'usage': {
+        const q = h.path.indexOf('?');
+        return this.deps
+          .usage(this.principal, q < 0 ? '' : h.path.slice(q + 1), this.requestId)
+          .then((r) => (r.ok ? this.ok(r.body) : this.refuseWith(r.error)));
+      }
+      default:
+        // chat/embeddings never send headers here (their body is processed); usage is served elsewhere.
         return this.refuse(Errors.notFound);
     }
   }
 
+  /** A chat or embeddings body the gate admitted and priced: rewrite it for the provider. */
   requestBody(body: Buffer): Action {
-    if (body.length > this.deps.maxRequestBytes) return this.refuse(Errors.payloadTooLarge);
-    const parsed = tryParseJson(body);
-    if (parsed === undefined) {
-      return this.refuseWith(gatewayError(Errors.invalidRequest, { param: 'body', message: 'The request body is not valid JSON.' }));
-    }
-    const admission: Admission =
-      this.route === 'chat'
-        ? admitChat(parsed, this.deps.catalog, { defaultTemperature: this.deps.defaultTemperature })
-        : admitEmbeddings(parsed, this.deps.catalog, this.deps.maxEmbeddingInputs);
+    const endpoint = this.route === 'chat' || this.route === 'embeddings' ? this.route : null;
+    if (!endpoint || !this.principal) return this.refuse(Errors.notFound);
+    // Nothing held means nothing can be metered: not served (fails closed).
+    if (this.held === null) return this.refuse(Errors.creditsUnavailable);
+    const admission = admitBody(endpoint, this.method, body, this.deps.admission);
     if (!admission.ok) return this.refuseWith(admission.error);
     this.ctx = admission.ctx;
     const out = Buffer.from(admission.upstreamBody);
@@ -179,7 +188,7 @@ export class Exchange {
     if (!rewritten.ok) return this.upstreamFailed();
     this.status = 200;
     this.outcome = 'ok';
-    this.usage = rewritten.usage ?? null;
+    this.usage = rewritten.usage;
     const body = Buffer.from(rewritten.body);
     return { kind: 'continue', body, headers: { set: { 'content-length': String(body.length) }, remove: [] } };
   }
@@ -205,7 +214,30 @@ export class Exchange {
       outcome: this.outcome,
       requestCount: this.ctx?.requestCount ?? 0,
       errorCode: this.errorCode,
+      held: this.held,
+      startedAt: this.startedAt,
+      billable: this.billable(),
+      ctx: this.ctx,
     };
+  }
+
+  /**
+   * What the request costs: the provider's usage when it came; counted and
+   * marked estimated when the provider sent none or the stream was cut off
+   * (the prompt was read and what was delivered was generated); nothing when
+   * nothing was delivered.
+   */
+  private billable(): Usage | null {
+    const ctx = this.ctx;
+    if (!ctx) return null;
+    if (this.usage) {
+      const delivered = this.outcome === 'ok' || this.outcome === 'interrupted' || this.usage.completionTokens > 0;
+      return delivered ? this.usage : null;
+    }
+    if (this.outcome === 'interrupted') {
+      return { promptTokens: ctx.promptEstimate, completionTokens: 0, totalTokens: ctx.promptEstimate, estimated: true };
+    }
+    return null;
   }
 
   get upstreamHttpStatus(): number | null {
@@ -228,16 +260,6 @@ export class Exchange {
     if (rest === '/whoami') return 'whoami';
     if (rest === '/usage') return 'usage';
     return 'unknown';
-  }
-
-  private upstreamRequestHeaders(): HeaderEdit {
-    const set: Record<string, string> = { 'accept-encoding': 'identity' };
-    const remove = [...NOT_FOR_PROVIDER, ...this.deps.stripUpstream];
-    if (this.deps.upstreamKey) {
-      set.authorization = `Bearer ${this.deps.upstreamKey}`;
-      remove.splice(remove.indexOf('authorization'), 1);
-    }
-    return { set, remove };
   }
 
   private modelsReply(): Action {

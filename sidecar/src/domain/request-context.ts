@@ -18,6 +18,10 @@ export interface InferenceContext {
   readonly maxTokens: number | null;
   /** Prompt tokens counted by the gateway (about 4 characters a token), for estimates. */
   readonly promptEstimate: number;
+  /** UTF-8 size of the prompt material sent (messages and tools, or inputs): bounds prompt tokens. */
+  readonly promptBytes: number;
+  /** Messages (chat) or input strings (embeddings). */
+  readonly messageCount: number;
 }
 
 export type Admission =

@@ -22,3 +22,7 @@ export function readUsage(u: unknown): Usage | undefined {
 export function usageJson(u: Usage): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
   return { prompt_tokens: u.promptTokens, completion_tokens: u.completionTokens, total_tokens: u.totalTokens };
 }
+
+export function estimatedUsage(promptTokens: number, completionTokens: number): Usage {
+  return { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens, estimated: true };
+}

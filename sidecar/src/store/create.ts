@@ -1,9 +1,16 @@
 import type { Config } from '../config/schema.js';
 import type { Store } from './contract.js';
+import type { Ledger } from './ledger-contract.js';
+import { createMemoryLedger } from './memory-ledger.js';
 import { createMemoryStore } from './memory.js';
+import { createRedisLedger } from './redis-ledger.js';
 import { createRedisStore } from './redis.js';
 
-/** The store the configuration asks for. */
+/** The store and ledger the configuration asks for. */
 export function createStore(cfg: Config): Store {
   return cfg.store.kind === 'redis' ? createRedisStore({ url: cfg.store.url, prefix: cfg.brand }) : createMemoryStore();
+}
+
+export function createLedger(cfg: Config): Ledger {
+  return cfg.store.kind === 'redis' ? createRedisLedger({ url: cfg.store.url, prefix: cfg.brand }) : createMemoryLedger();
 }

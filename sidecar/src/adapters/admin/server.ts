@@ -1,8 +1,9 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { createTenant, issueKey, keyView, OperatorError, revokeKey } from '../../domain/operator.js';
 import { StoreConflictError, StoreUnavailableError, type Store } from '../../store/contract.js';
+import { InsufficientBalanceError, type Ledger } from '../../store/ledger-contract.js';
 
 /**
  * The sidecar's operator API: health, readiness and tenant/key management.
@@ -11,16 +12,23 @@ import { StoreConflictError, StoreUnavailableError, type Store } from '../../sto
  */
 export interface AdminDeps {
   readonly store: Store;
+  readonly ledger: Ledger;
+  /** Called after a key was revoked (drops it from caches everywhere). */
+  readonly onKeyRevoked?: (hash: string) => void;
   readonly brand: string;
   readonly adminToken: string;
   readonly log: Logger;
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
+const clampLimit = (v: string | undefined): number => Math.min(Math.max(Number(v ?? 100) || 100, 1), 10_000);
 
 export function buildAdminServer(deps: AdminDeps): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
   const expected = digest(`Bearer ${deps.adminToken}`);
+  const requireToken = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!timingSafeEqual(digest(req.headers.authorization ?? ''), expected)) return reply.code(401).send({ error: 'admin token required' });
+  };
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
@@ -33,10 +41,7 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
   });
 
   app.register(async (admin) => {
-    admin.addHook('onRequest', async (req, reply) => {
-      const given = digest(req.headers.authorization ?? '');
-      if (!timingSafeEqual(given, expected)) return reply.code(401).send({ error: 'admin token required' });
-    });
+    admin.addHook('onRequest', requireToken);
 
     admin.post<{ Body: { name?: string } }>('/admin/tenants', async (req, reply) => {
       const t = await createTenant(deps.store, String(req.body?.name ?? ''));
@@ -66,12 +71,57 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
     });
     admin.post<{ Params: { id: string } }>('/admin/keys/:id/revoke', async (req) => {
       const k = await revokeKey(deps.store, req.params.id);
+      deps.onKeyRevoked?.(k.hash);
       deps.log.info({ key_id: k.id, tenant_id: k.tenantId }, 'key revoked');
       return keyView(k, deps.brand);
     });
   });
 
+  app.register(async (money) => {
+    money.addHook('onRequest', requireToken);
+    const tenantOf = async (id: string) => {
+      if (!(await deps.store.getTenant(id))) throw new OperatorError(404, 'unknown tenant');
+      return id;
+    };
+    // Grant (amount > 0) or deduct (amount < 0) credits, micro-units; idempotent by idempotency_key.
+    money.post<{ Params: { id: string }; Body: { amount?: unknown; idempotency_key?: unknown; reason?: unknown } }>(
+      '/admin/tenants/:id/credits',
+      async (req, reply) => {
+        const tenant = await tenantOf(req.params.id);
+        const { amount, idempotency_key: key, reason } = req.body ?? {};
+        if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount === 0) throw new OperatorError(400, 'amount must be a non-zero integer of micro-units');
+        if (typeof key !== 'string' || !key || key.length > 200) throw new OperatorError(400, 'idempotency_key is required (1-200 characters)');
+        const entry = await deps.ledger.adjustBalance(tenant, amount, key, typeof reason === 'string' ? reason.slice(0, 200) : '', Date.now());
+        deps.log.info({ tenant_id: tenant, amount, entry_id: entry.id }, 'credits adjusted');
+        return reply.code(201).send(entry);
+      },
+    );
+    money.put<{ Params: { id: string }; Body: { amount?: unknown } }>('/admin/tenants/:id/cap', async (req) => {
+      const tenant = await tenantOf(req.params.id);
+      const amount = req.body?.amount;
+      if (amount !== null && (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount < 0)) {
+        throw new OperatorError(400, 'amount must be a non-negative integer of micro-units, or null to clear the cap');
+      }
+      await deps.ledger.setCap(tenant, amount);
+      return { tenant_id: tenant, spend_cap: amount };
+    });
+    money.get<{ Params: { id: string }; Querystring: { period?: string } }>('/admin/tenants/:id/account', async (req) => {
+      const tenant = await tenantOf(req.params.id);
+      const period = req.query.period ?? new Date().toISOString().slice(0, 7);
+      return { tenant_id: tenant, period, ...(await deps.ledger.account(tenant, period)) };
+    });
+    money.get<{ Params: { id: string }; Querystring: { limit?: string } }>('/admin/tenants/:id/ledger', async (req) => {
+      const tenant = await tenantOf(req.params.id);
+      return { data: await deps.ledger.ledger(tenant, clampLimit(req.query.limit)) };
+    });
+    money.get<{ Params: { id: string }; Querystring: { limit?: string } }>('/admin/tenants/:id/usage-records', async (req) => {
+      const tenant = await tenantOf(req.params.id);
+      return { data: await deps.ledger.usageRecords(tenant, clampLimit(req.query.limit)) };
+    });
+  });
+
   app.setErrorHandler((err, _req, reply) => {
+    if (err instanceof InsufficientBalanceError) return reply.code(409).send({ error: 'the balance does not cover this deduction' });
     if (err instanceof OperatorError) return reply.code(err.status).send({ error: err.message });
     if (err instanceof StoreConflictError) return reply.code(409).send({ error: 'conflict' });
     if (err instanceof StoreUnavailableError) return reply.code(503).send({ error: 'store unavailable' });

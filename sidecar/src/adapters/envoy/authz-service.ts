@@ -1,6 +1,6 @@
 import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import type { Authorizer } from '../../domain/auth/authorize.js';
+import type { Gate } from '../../domain/gate.js';
 import type { Principal } from '../../domain/auth/principal.js';
 import { envelope, type GatewayError } from '../../domain/errors.js';
 import type { AuthorizationServer, CheckRequest, CheckResponse } from '../../generated/envoy/service/auth/v3/external_auth.js';
@@ -38,45 +38,76 @@ export function principalFromMetadata(md: Record<string, unknown> | undefined): 
   return { tenantId: md.tenant_id, subjectId: md.subject_id, method, scopes, keyId, role };
 }
 
-function denied(err: GatewayError, requestId: string): CheckResponse {
+function denied(err: GatewayError, requestId: string, retryAfter?: number): CheckResponse {
   const headers = [plainHeader('content-type', 'application/json')];
   for (const [k, v] of Object.entries(err.entry.headers ?? {})) headers.push(plainHeader(k.toLowerCase(), v));
+  if (retryAfter !== undefined) headers.push(plainHeader('retry-after', String(retryAfter)));
   return {
     status: { code: GRPC_PERMISSION_DENIED, message: err.entry.code ?? 'denied', details: [] },
     deniedResponse: { status: { code: err.entry.status }, headers, body: JSON.stringify(envelope(err, requestId)) },
   };
 }
 
-/** The ext_authz adapter: Envoy's CheckRequest in, the domain's decision out. */
-export function createAuthorizationService(deps: { authorizer: Authorizer; brand: string; log: Logger }): AuthorizationServer {
+export interface AuthzDeps {
+  readonly gate: Gate;
+  readonly brand: string;
+  /** Provider key sent upstream as a bearer token; undefined sends none. */
+  readonly upstreamKey: string | undefined;
+  readonly log: Logger;
+}
+
+/** Internal routing header: tells Envoy's route table how the response will flow. */
+export const flowHeaderName = (brand: string): string => `x-${brand}-flow`;
+
+/** Request headers that never travel to the provider. */
+const NOT_FOR_PROVIDER = ['x-api-key', 'x-workspace-id', 'cookie'];
+
+/** The ext_authz adapter: Envoy's CheckRequest in, the gate's decision out. */
+export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer {
   const identity = identityHeaderNames(deps.brand);
+  const flowHeader = flowHeaderName(deps.brand);
+  const providerAuth = deps.upstreamKey ? [plainHeader('authorization', `Bearer ${deps.upstreamKey}`)] : [];
   return {
     check(call: ServerUnaryCall<CheckRequest, CheckResponse>, callback: sendUnaryData<CheckResponse>) {
       const attrs = call.request.attributes;
       const http = attrs?.request?.http;
       const headers = http?.headers ?? {};
       const requestId = headers['x-request-id'] ?? '';
-      deps.authorizer
-        .authorize({ path: http?.path ?? '', header: (n) => headers[n], peer: peerAddress(attrs?.source?.address) })
+      const body = http?.rawBody && http.rawBody.length ? http.rawBody : http?.body ? Buffer.from(http.body) : null;
+      deps.gate
+        .check({
+          path: http?.path ?? '',
+          method: http?.method ?? '',
+          header: (n) => headers[n],
+          peer: peerAddress(attrs?.source?.address),
+          body,
+          requestId,
+        })
         .then((outcome) => {
           if (!outcome.ok) {
             deps.log.info({ request_id: requestId, path: http?.path, status: outcome.error.entry.status, code: outcome.error.entry.code }, 'request refused');
-            callback(null, denied(outcome.error, requestId));
+            callback(null, denied(outcome.error, requestId, outcome.retryAfter));
             return;
           }
           const p = outcome.principal;
-          const values = p ? [p.tenantId, p.subjectId, p.method, p.scopes.join(' '), p.keyId ?? '', p.role ?? ''] : [];
-          const setHeaders = values.map((v, i) => plainHeader(identity[i] as string, v));
+          let setHeaders;
+          let headersToRemove;
+          if (outcome.inference) {
+            // To the provider: its own key, the flow for route selection, no client credentials or identity.
+            setHeaders = [...providerAuth, plainHeader('accept-encoding', 'identity'), plainHeader(flowHeader, outcome.inference.stream ? 'stream' : 'buffer')];
+            headersToRemove = [...NOT_FOR_PROVIDER, ...(deps.upstreamKey ? [] : ['authorization'])];
+          } else {
+            const values = p ? [p.tenantId, p.subjectId, p.method, p.scopes.join(' '), p.keyId ?? '', p.role ?? ''] : [];
+            setHeaders = values.map((v, i) => plainHeader(identity[i] as string, v));
+            headersToRemove = ['x-api-key'];
+          }
+          const metadata: Record<string, string> | undefined = p
+            ? { ...principalToMetadata(p), ...(outcome.inference ? { held: String(outcome.inference.held) } : {}) }
+            : undefined;
           callback(null, {
             status: { code: GRPC_OK, message: '', details: [] },
-            okResponse: {
-              headers: setHeaders,
-              headersToRemove: ['x-api-key'],
-              responseHeadersToAdd: [],
-              queryParametersToSet: [],
-              queryParametersToRemove: [],
-            },
-            dynamicMetadata: p ? principalToMetadata(p) : undefined,
+            okResponse: { headers: setHeaders, headersToRemove, responseHeadersToAdd: [], queryParametersToSet: [], queryParametersToRemove: [] },
+            dynamicMetadata: metadata,
           });
         })
         .catch((err: unknown) => {
@@ -85,4 +116,9 @@ export function createAuthorizationService(deps: { authorizer: Authorizer; brand
         });
     },
   };
+}
+
+/** Every header only the gateway may set; Envoy removes client-sent copies before anything else runs. */
+export function internalHeaderNames(brand: string): string[] {
+  return [...identityHeaderNames(brand), flowHeaderName(brand)];
 }

@@ -9,6 +9,9 @@ import type {
   ProcessingResponse,
 } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { AUTHZ_NAMESPACE, principalFromMetadata } from './authz-service.js';
+
+/** Key of the attributes Envoy sends to ext_proc (request.id, request.path, request.method). */
+const EXT_PROC_NAMESPACE = 'envoy.filters.http.ext_proc';
 import { headerMapToRecord, toHeaderMutation } from './headers.js';
 
 type Phase = 'requestHeaders' | 'requestBody' | 'responseHeaders' | 'responseBody';
@@ -64,16 +67,12 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         deps.onSummary(exchange.summary());
       };
 
-      call.on('data', (req: ProcessingRequest) => {
-        let res: ProcessingResponse;
-        try {
-          res = handle(exchange, req);
-        } catch (err) {
-          deps.log.error({ err: (err as Error).name, msg: (err as Error).message }, 'ext_proc handler failed');
-          call.destroy(err as Error); // Envoy fails closed (500 → 503 envelope)
-          finish(true);
-          return;
-        }
+      const fail = (err: unknown) => {
+        deps.log.error({ err: (err as Error).name, msg: (err as Error).message }, 'ext_proc handler failed');
+        call.destroy(err as Error); // Envoy fails closed (500 → 503 envelope)
+        finish(true);
+      };
+      const send = (req: ProcessingRequest, res: ProcessingResponse) => {
         call.write(res);
         if (res.immediateResponse || (req.responseBody?.endOfStream ?? false) || res.modeOverride === PASS_RESPONSE) {
           finish(false);
@@ -81,6 +80,18 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           // resetting the stream (a reset per request trips HTTP/2 rapid-reset limits).
           call.end();
         }
+      };
+      call.on('data', (req: ProcessingRequest) => {
+        let res: ProcessingResponse | Promise<ProcessingResponse>;
+        try {
+          res = handle(exchange, req);
+        } catch (err) {
+          fail(err);
+          return;
+        }
+        // Only a lone request-headers message (GET /usage) is answered asynchronously.
+        if (res instanceof Promise) res.then((r) => send(req, r), fail);
+        else send(req, res);
       });
       call.on('end', () => {
         finish(true);
@@ -92,21 +103,39 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
   };
 }
 
-function handle(exchange: Exchange, req: ProcessingRequest): ProcessingResponse {
+/** What ext_authz left for this request in dynamic metadata: the principal and the hold. */
+function gateDecision(req: ProcessingRequest) {
+  const md = req.metadataContext?.filterMetadata[AUTHZ_NAMESPACE];
+  const held = md?.held;
+  return { principal: principalFromMetadata(md), held: typeof held === 'string' && held !== '' ? Number(held) : null };
+}
+
+/** Request attributes Envoy sends with the first message when request headers are not sent. */
+function attribute(req: ProcessingRequest, name: string): string {
+  const v = req.attributes[EXT_PROC_NAMESPACE]?.[name];
+  return typeof v === 'string' ? v : '';
+}
+
+function handle(exchange: Exchange, req: ProcessingRequest): ProcessingResponse | Promise<ProcessingResponse> {
   if (req.requestHeaders) {
     const h = headerMapToRecord(req.requestHeaders.headers);
-    const md = req.metadataContext?.filterMetadata[AUTHZ_NAMESPACE];
     const action = exchange.requestHeaders({
       method: h.get(':method') ?? '',
       path: h.get(':path') ?? '',
       requestId: h.get('x-request-id') ?? '',
-      endOfStream: req.requestHeaders.endOfStream,
-      contentLength: h.has('content-length') ? Number(h.get('content-length')) : null,
-      principal: principalFromMetadata(md),
+      ...gateDecision(req),
     });
-    return toResponse('requestHeaders', action);
+    return action instanceof Promise ? action.then((a) => toResponse('requestHeaders', a)) : toResponse('requestHeaders', action);
   }
   if (req.requestBody) {
+    if (!exchange.started) {
+      exchange.start({
+        method: attribute(req, 'request.method'),
+        path: attribute(req, 'request.path'),
+        requestId: attribute(req, 'request.id'),
+        ...gateDecision(req),
+      });
+    }
     return toResponse('requestBody', exchange.requestBody(req.requestBody.body));
   }
   if (req.responseHeaders) {

@@ -3,7 +3,7 @@ import { cleanMessage } from '../chat-response.js';
 import { Errors, envelope, gatewayError } from '../errors.js';
 import type { InferenceContext } from '../request-context.js';
 import { svcBlock } from '../svc-block.js';
-import { readUsage, usageJson, type Usage } from '../usage.js';
+import { estimatedUsage, readUsage, usageJson, type Usage } from '../usage.js';
 import { SseFramer, type SseEvent } from './framer.js';
 
 const DONE = Buffer.from('data: [DONE]\n\n');
@@ -57,8 +57,7 @@ export class ChatStreamRewriter {
   /** Usage to bill: the provider's if it sent one, else counted from what was delivered. */
   usage(): Usage {
     if (this.providerUsage) return this.providerUsage;
-    const completion = Math.max(this.deltaCount, Math.ceil(this.completionChars / 4));
-    return { promptTokens: this.promptEstimate, completionTokens: completion, totalTokens: this.promptEstimate + completion, estimated: true };
+    return estimatedUsage(this.promptEstimate, Math.max(this.deltaCount, Math.ceil(this.completionChars / 4)));
   }
 
   get completed(): boolean {

@@ -1,0 +1,44 @@
+import type { Catalog } from './catalog.js';
+import { admitChat } from './chat-request.js';
+import { admitEmbeddings } from './embeddings-request.js';
+import { Errors, gatewayError } from './errors.js';
+import type { Admission } from './request-context.js';
+import { tryParseJson } from '../util/json.js';
+
+/** The endpoints whose body the gateway reads, by path under the prefix. */
+export type BodyEndpoint = 'chat' | 'embeddings';
+
+export function bodyEndpointOf(path: string, apiPrefix: string): BodyEndpoint | null {
+  const q = path.indexOf('?');
+  const p = q < 0 ? path : path.slice(0, q);
+  if (p === `${apiPrefix}/chat/completions`) return 'chat';
+  if (p === `${apiPrefix}/embeddings`) return 'embeddings';
+  return null;
+}
+
+export interface AdmissionPolicy {
+  readonly catalog: Catalog;
+  readonly defaultTemperature: number;
+  readonly maxEmbeddingInputs: number;
+  readonly maxRequestBytes: number;
+}
+
+/**
+ * Reads and validates a chat or embeddings request body and builds what goes
+ * upstream. Pure and deterministic: ext_authz runs it to price the request,
+ * ext_proc runs it again on the same bytes to rewrite them.
+ */
+export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer | null, policy: AdmissionPolicy): Admission {
+  if (method !== 'POST') return { ok: false, error: gatewayError(Errors.methodNotAllowed) };
+  if (!body || body.length === 0) {
+    return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: 'A JSON request body is required.' }) };
+  }
+  if (body.length > policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
+  const parsed = tryParseJson(body);
+  if (parsed === undefined) {
+    return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: 'The request body is not valid JSON.' }) };
+  }
+  return endpoint === 'chat'
+    ? admitChat(parsed, policy.catalog, { defaultTemperature: policy.defaultTemperature })
+    : admitEmbeddings(parsed, policy.catalog, policy.maxEmbeddingInputs);
+}

@@ -1,0 +1,192 @@
+import type { Config, Price } from '../../config/schema.js';
+import { StoreUnavailableError } from '../../store/contract.js';
+import type { Ledger, SettleInput } from '../../store/ledger-contract.js';
+import type { Principal } from '../auth/principal.js';
+import { Errors, gatewayError, type GatewayError } from '../errors.js';
+import type { InferenceContext } from '../request-context.js';
+import type { Usage } from '../usage.js';
+import type { SettlementJournal, PendingOp } from './journal.js';
+import { costOf, dayOf, minuteOf, periodOf, worstCase } from './pricing.js';
+
+/**
+ * The money path of one request: before the provider is called, one atomic
+ * hold of the worst-case cost (the 402 / 429 prechecks); when the response
+ * ends, one atomic settlement with the actual usage (the rest of the hold is
+ * released), or a release when nothing was delivered. Fails closed: a hold
+ * that cannot be placed refuses the request (503 credits_unavailable). A
+ * settlement that cannot be written is journaled and retried until applied.
+ */
+export interface BillingEvents {
+  settled(info: { requestId: string; charged: number; uncovered: number; estimated: boolean }): void;
+  failed(what: string, err: unknown): void;
+}
+
+export interface Admitted {
+  readonly held: number;
+}
+
+export type AdmitResult = { ok: true; admitted: Admitted } | { ok: false; error: GatewayError; retryAfter?: number };
+
+/** How an exchange ended, as far as billing is concerned. */
+export interface Finished {
+  readonly principal: Principal;
+  readonly ctx: InferenceContext;
+  readonly requestId: string;
+  /** null: nothing was delivered and no usage is known (release the hold). */
+  readonly usage: Usage | null;
+  readonly startedAt: number;
+}
+
+export class Billing {
+  private readonly prices: Readonly<Record<string, Price>>;
+  private retrying = false;
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly cfg: Config['billing'],
+    private readonly journal: SettlementJournal,
+    private readonly events: BillingEvents,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.prices = cfg.prices;
+  }
+
+  private priceOf(ctx: InferenceContext): Price {
+    const p = this.prices[ctx.resolved.internalModel];
+    if (!p) throw new Error('no price for a configured model'); // prevented by config validation
+    return p;
+  }
+
+  /** The 402 / 429 prechecks: one atomic hold of the worst case. */
+  async admit(principal: Principal, ctx: InferenceContext, requestId: string): Promise<AdmitResult> {
+    const now = this.now();
+    const worst = worstCase(this.priceOf(ctx), ctx, ctx.promptBytes, ctx.messageCount);
+    const rl = this.cfg.rateLimits;
+    const limited = rl.requestsPerMinute !== null || rl.tokensPerMinute !== null;
+    let outcome;
+    try {
+      outcome = await this.ledger.reserve({
+        tenantId: principal.tenantId,
+        requestId,
+        keyId: principal.keyId,
+        amount: worst.cost,
+        tokens: worst.promptTokens + worst.completionTokens,
+        creditCheck: this.cfg.creditCheck,
+        period: periodOf(now),
+        minute: minuteOf(now),
+        limits: limited
+          ? {
+              requestsPerMinute: rl.requestsPerMinute,
+              tokensPerMinute: rl.tokensPerMinute,
+              scopeId: rl.per === 'key' && principal.keyId ? principal.keyId : principal.tenantId,
+            }
+          : null,
+        holdTtlSeconds: this.cfg.holdTtlSeconds,
+        now,
+      });
+    } catch (err) {
+      if (err instanceof StoreUnavailableError) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
+      throw err;
+    }
+    if (outcome.ok) return { ok: true, admitted: { held: worst.cost } };
+    switch (outcome.reason) {
+      case 'insufficient_credit':
+        return {
+          ok: false,
+          error: gatewayError(Errors.insufficientCredit, {
+            message: `The credit balance does not cover this request. Top up at ${this.cfg.topUpUrl}`,
+          }),
+        };
+      case 'spend_cap_exceeded':
+        return { ok: false, error: gatewayError(Errors.spendCapExceeded) };
+      case 'rate_limit_exceeded':
+        return { ok: false, error: gatewayError(Errors.rateLimitExceeded), retryAfter: 60 - Math.floor((now % 60_000) / 1000) };
+    }
+  }
+
+  /** Settles or releases; never throws (a failed write is journaled and retried). */
+  async finish(f: Finished): Promise<void> {
+    if (!f.usage) {
+      await this.apply({ op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId });
+      return;
+    }
+    const input: SettleInput = {
+      tenantId: f.principal.tenantId,
+      requestId: f.requestId,
+      charge: costOf(this.priceOf(f.ctx), f.usage, f.ctx.requestCount),
+      creditCheck: this.cfg.creditCheck,
+      period: periodOf(f.startedAt),
+      day: dayOf(f.startedAt),
+      now: this.now(),
+      usage: {
+        time: new Date(f.startedAt).toISOString(),
+        tenantId: f.principal.tenantId,
+        keyId: f.principal.keyId,
+        alias: f.ctx.resolved.alias,
+        internalModel: f.ctx.resolved.internalModel,
+        promptTokens: f.usage.promptTokens,
+        completionTokens: f.usage.completionTokens,
+        totalTokens: f.usage.totalTokens,
+        requestCount: f.ctx.requestCount,
+        requestId: f.requestId,
+        estimated: f.usage.estimated,
+      },
+    };
+    await this.apply({ op: 'settle', input });
+  }
+
+  private async run(op: PendingOp): Promise<void> {
+    if (op.op === 'release') {
+      await this.ledger.release(op.tenantId, op.requestId);
+      return;
+    }
+    const r = await this.ledger.settle(op.input);
+    if (r.applied) {
+      this.events.settled({ requestId: op.input.requestId, charged: r.charged, uncovered: r.uncovered, estimated: op.input.usage.estimated });
+    }
+  }
+
+  private async apply(op: PendingOp): Promise<void> {
+    try {
+      await this.run(op);
+    } catch (err) {
+      this.events.failed(op.op, err);
+      try {
+        this.journal.append(op);
+      } catch (journalErr) {
+        this.events.failed('journal', journalErr);
+      }
+    }
+  }
+
+  /** Applies journaled operations; keeps those that still fail. Returns how many are left. */
+  async retryPending(): Promise<number> {
+    if (this.retrying) return -1;
+    this.retrying = true;
+    try {
+      const pending = this.journal.pending();
+      if (!pending.length) return 0;
+      const left: PendingOp[] = [];
+      for (const op of pending) {
+        try {
+          await this.run(op);
+        } catch {
+          left.push(op);
+        }
+      }
+      // Operations journaled while these were retried stay behind them.
+      const appended = this.journal.pending().slice(pending.length);
+      this.journal.rewrite([...left, ...appended]);
+      return left.length + appended.length;
+    } finally {
+      this.retrying = false;
+    }
+  }
+
+  /** Releases holds whose time ran out (left by a crashed process). */
+  async reap(): Promise<number> {
+    let n = 0;
+    for (const tenant of await this.ledger.tenantsWithHolds()) n += await this.ledger.reapExpired(tenant, this.now());
+    return n;
+  }
+}
