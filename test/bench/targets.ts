@@ -22,7 +22,7 @@ import { buildEnvoyBootstrap, toYaml } from '../../sidecar/stack/envoy-config.js
 import { bareBootstrap } from '../../sidecar/stack/envoy-bare.js';
 import { envoyVersion, requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
 import { ManagedProcess } from '../../sidecar/stack/process.js';
-import { identityHeaderNames } from '../../sidecar/src/adapters/envoy/authz-service.js';
+import { flowHeaderName, internalHeaderNames } from '../../sidecar/src/adapters/envoy/authz-service.js';
 import { startGateway, type GatewayOptions, type TestGateway } from '../harness/gateway.js';
 import { freePort } from '../harness/ports.js';
 
@@ -119,7 +119,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const concurrency = concurrencyOf(gatewayEnvoy.pid) ?? 2;
 
   // Same bootstrap the stack rendered (startStack: renderEnvoyConfig(cfg, { internalHeaders })), minus the filters.
-  const full = buildEnvoyBootstrap(gw.config, { internalHeaders: identityHeaderNames(gw.config.brand) });
+  const full = buildEnvoyBootstrap(gw.config, { internalHeaders: internalHeaderNames(gw.config.brand), flowHeader: flowHeaderName(gw.config.brand) });
   const [listenPort, adminPort] = await Promise.all([freePort(), freePort()]);
   const bare = bareBootstrap(full, { listenPort, adminPort });
   const barePath = join(runDir, 'envoy-bare.yaml');

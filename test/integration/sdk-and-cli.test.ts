@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
+import { cliJson } from '../harness/cli.js';
 import { startGateway, UUID, type TestGateway } from '../harness/gateway.js';
 import { call } from '../harness/http.js';
 
-const run = promisify(execFile);
 let gw: TestGateway;
 
 beforeAll(async () => {
@@ -54,10 +52,7 @@ describe('the official openai npm client, configured with base URL and X-API-Key
 });
 
 describe('operator CLI against the running stack', () => {
-  const cli = (...args: string[]) =>
-    run(process.execPath, ['--import', 'tsx', 'sidecar/cli/main.ts', ...args, '--json'], {
-      env: { ...process.env, ADMIN_URL: gw.stack.adminUrl, ADMIN_TOKEN: gw.stack.adminToken },
-    }).then((r) => JSON.parse(r.stdout));
+  const cli = (...args: string[]) => cliJson(gw, ...args);
 
   it('creates a tenant and a key (printed once), lists and revokes it', async () => {
     const tenant = await cli('tenant', 'create', '--name', 'cli tenant');

@@ -74,7 +74,7 @@ describe('model list', () => {
 describe('resolve', () => {
   it('resolves a floating alias', () => {
     expect(catalog.resolve('svc-deep')).toEqual({
-      alias: 'svc-deep', kind: 'chat', floating: true, internalModel: 'sim-deep-r1', maxTokensFloor: 8000,
+      alias: 'svc-deep', kind: 'chat', floating: true, internalModel: 'sim-deep-r1', maxTokensFloor: 8000, maxOutputTokens: 32768,
     });
   });
 
@@ -83,7 +83,7 @@ describe('resolve', () => {
     const c = new Catalog(models, 'svc');
     expect(c.resolve('svc-core')?.internalModel).toBe('sim-core-2');
     expect(c.resolve('svc-core-2026-08')).toEqual({
-      alias: 'svc-core-2026-08', kind: 'chat', floating: false, internalModel: 'sim-core-1', maxTokensFloor: null,
+      alias: 'svc-core-2026-08', kind: 'chat', floating: false, internalModel: 'sim-core-1', maxTokensFloor: null, maxOutputTokens: 4096,
     });
   });
 

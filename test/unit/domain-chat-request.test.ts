@@ -27,9 +27,24 @@ function refusal(body: unknown): { code: string | null; param: string | null; me
 describe('upstream body', () => {
   it('rewrites the model to the internal name and keeps the rest', () => {
     const { upstream, ctx } = admit({ model: 'svc-core-2026-08', user: 'u1', top_p: 0.5 });
-    expect(upstream).toMatchObject({ model: 'sim-core-1', messages, user: 'u1', top_p: 0.5 });
-    expect(ctx).toMatchObject({ endpoint: 'chat', stream: false, requestCount: 1, floor: null, maxTokens: null });
+    expect(upstream).toMatchObject({ model: 'sim-core-1', messages, user: 'u1', top_p: 0.5, max_tokens: 4096 });
+    expect(ctx).toMatchObject({
+      endpoint: 'chat', stream: false, requestCount: 1, floor: null, maxTokens: 4096,
+      promptBytes: 55, // Buffer.byteLength('[{"role":"user","content":"Hello there, how are you?"}]')
+      messageCount: 1,
+    });
     expect(ctx.resolved.alias).toBe('svc-core-2026-08');
+  });
+
+  it('promptBytes is the UTF-8 size of the messages plus the tools; messageCount counts messages', () => {
+    const two = [{ role: 'user', content: 'héllo €' }, { role: 'assistant', content: 'hi' }];
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+    const plain = admit({ messages: two }).ctx;
+    // '[{"role":"user","content":"héllo €"},{"role":"assistant","content":"hi"}]': 73 characters, é is 2 bytes and € 3.
+    expect(plain.promptBytes).toBe(76);
+    expect(plain.messageCount).toBe(2);
+    // '[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}]' is 92 bytes.
+    expect(admit({ messages: two, tools }).ctx.promptBytes).toBe(76 + 92);
   });
 
   it('sets the default temperature only when absent', () => {
@@ -100,12 +115,31 @@ describe('svc-deep max_tokens floor', () => {
     expect(high.ctx.floor).toBeNull();
   });
 
-  it('quick and core are never raised', () => {
+  it('svc-deep at or above the floor keeps the caller cap, not its 32768 output cap', () => {
+    const { upstream, ctx } = admit({ model: 'svc-deep', max_tokens: 20000 });
+    expect(upstream.max_tokens).toBe(20000);
+    expect(ctx.maxTokens).toBe(20000);
+    expect(ctx.resolved.maxOutputTokens).toBe(32768);
+  });
+
+  it('quick and core are never raised: the caller cap is kept; without one, max_tokens = maxOutputTokens (4096)', () => {
     for (const model of ['svc-quick', 'svc-core', 'svc-core-2026-08']) {
       const none = admit({ model });
-      expect(none.upstream).not.toHaveProperty('max_tokens');
+      expect(none.upstream.max_tokens).toBe(4096);
+      expect(none.upstream).not.toHaveProperty('max_completion_tokens');
+      expect(none.ctx.maxTokens).toBe(4096);
       expect(none.ctx.floor).toBeNull();
-      expect(admit({ model, max_tokens: 5 }).upstream.max_tokens).toBe(5);
+
+      const small = admit({ model, max_tokens: 5 });
+      expect(small.upstream.max_tokens).toBe(5);
+      expect(small.ctx.maxTokens).toBe(5);
+      expect(small.ctx.floor).toBeNull();
+
+      const mct = admit({ model, max_completion_tokens: 7 });
+      expect(mct.upstream.max_completion_tokens).toBe(7);
+      expect(mct.upstream).not.toHaveProperty('max_tokens');
+      expect(mct.ctx.maxTokens).toBe(7);
+      expect(mct.ctx.floor).toBeNull();
     }
   });
 });

@@ -78,12 +78,29 @@ describe('rewriteChatCompletion', () => {
     expect(usage).toEqual({ promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false });
   });
 
-  it('no or malformed usage → no usage field and usage undefined', () => {
+  it('no or malformed usage → estimated by the gateway and reported in the body', () => {
+    const ctx = ctxFor({ model: 'svc-quick' });
+    expect(ctx.promptEstimate).toBe(2); // 'user' + 'hi' = 6 characters
     for (const u of [undefined, null, { prompt_tokens: -1 }, { prompt_tokens: 'x' }]) {
-      const { body, usage } = rewrite({ ...provider, usage: u });
-      expect(body).not.toHaveProperty('usage');
-      expect(usage).toBeUndefined();
+      const { body, usage } = rewrite({ ...provider, usage: u }, ctx);
+      // completion: the returned message { role: 'assistant', content: 'Hello!', refusal: null } = 15 characters → 4 tokens;
+      // the stripped reasoning text is not counted.
+      expect(usage).toEqual({ promptTokens: 2, completionTokens: 4, totalTokens: 6, estimated: true });
+      expect(body.usage).toEqual({ prompt_tokens: 2, completion_tokens: 4, total_tokens: 6 });
     }
+  });
+
+  it('the estimate takes the prompt from the request context and the completion from every returned message', () => {
+    const ctx = ctxFor({ model: 'svc-core', messages: [{ role: 'user', content: 'x'.repeat(36) }] });
+    expect(ctx.promptEstimate).toBe(10);
+    const choices = [
+      { index: 0, message: { role: 'assistant', content: 'y'.repeat(23) }, finish_reason: 'stop' },
+      { index: 1, message: { role: 'assistant', content: 'z'.repeat(15) }, finish_reason: 'stop' },
+    ];
+    const { body, usage } = rewrite({ choices }, ctx);
+    // 2 × 'assistant' (9) + 23 + 15 = 56 characters → 14 tokens
+    expect(usage).toEqual({ promptTokens: 10, completionTokens: 14, totalTokens: 24, estimated: true });
+    expect(body.usage).toEqual({ prompt_tokens: 10, completion_tokens: 14, total_tokens: 24 });
   });
 
   it('floor fields appear in the svc block only when the floor applied', () => {

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { defaultConfig, defaultModels } from '../../sidecar/src/config/defaults.js';
+import { defaultConfig, defaultModels, defaultPrices } from '../../sidecar/src/config/defaults.js';
 import { ConfigError, loadConfig, parseConfig, readUpstreamKey } from '../../sidecar/src/config/load.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'domain-config-'));
@@ -32,6 +32,10 @@ function problemsOf(fn: () => unknown): readonly string[] {
 type Model = ReturnType<typeof defaultModels>[number];
 const withModels = (models: Model[], brand = 'svc') => ({ ...defaultConfig(brand), brand, models });
 const chat = (over: Partial<Model> = {}): Model => ({ ...defaultModels('svc')[0]!, ...over });
+/** The default prices plus one for each extra internal model a test introduces. */
+const pricing = (...extra: string[]) => ({
+  prices: { ...defaultPrices, ...Object.fromEntries(extra.map((m) => [m, { inputPerMillion: 1, outputPerMillion: 2 }])) },
+});
 
 describe('defaults', () => {
   it('embedded defaults validate and fill schema defaults', () => {
@@ -157,12 +161,13 @@ describe('alias rules', () => {
   });
 
   it('duplicate aliases are refused', () => {
-    const problems = problemsOf(() => parseConfig(withModels([chat(), chat({ model: 'other' })])));
+    const problems = problemsOf(() => parseConfig({ ...withModels([chat(), chat({ model: 'other' })]), billing: pricing('other') }));
     expect(problems).toEqual(['models.1.alias: duplicate alias', 'models.1.pinned: duplicate alias']);
   });
 
   it('an alias may not equal an internal model name', () => {
-    const problems = problemsOf(() => parseConfig(withModels([chat(), chat({ alias: 'svc-core', pinned: 'svc-core-2026-08', model: 'svc-quick' })])));
+    const models = [chat(), chat({ alias: 'svc-core', pinned: 'svc-core-2026-08', model: 'svc-quick' })];
+    const problems = problemsOf(() => parseConfig({ ...withModels(models), billing: pricing('svc-quick') }));
     expect(problems).toEqual(['models: an alias may not equal an internal model name']);
   });
 
@@ -172,6 +177,34 @@ describe('alias rules', () => {
       'models.0.maxTokensFloor: only chat models take a max_tokens floor',
     ]);
     expect(parseConfig(withModels([chat({ maxTokensFloor: 10 })])).models[0]?.maxTokensFloor).toBe(10);
+  });
+});
+
+describe('model output caps and prices', () => {
+  it('maxOutputTokens defaults to 4096; svc-deep gets 32768', () => {
+    const cfg = parseConfig(defaultConfig('svc'));
+    expect(cfg.models.map((m) => [m.alias, m.maxOutputTokens])).toEqual([
+      ['svc-quick', 4096], ['svc-core', 4096], ['svc-deep', 32768], ['svc-embed', 4096],
+    ]);
+    const { maxOutputTokens: _dropped, ...noCap } = chat();
+    expect(parseConfig(withModels([noCap as Model])).models[0]?.maxOutputTokens).toBe(4096);
+  });
+
+  it('refuses a models list whose internal model has no price', () => {
+    expect(problemsOf(() => parseConfig(withModels([chat({ model: 'sim-new-1' })])))).toEqual([
+      'billing.prices: the internal model sim-new-1 has no price',
+    ]);
+    // The pinned model needs a price too; one problem per model, sorted by name.
+    expect(problemsOf(() => parseConfig(withModels([chat({ model: 'sim-b', pinnedModel: 'sim-a' })])))).toEqual([
+      'billing.prices: the internal model sim-a has no price',
+      'billing.prices: the internal model sim-b has no price',
+    ]);
+  });
+
+  it('accepts the same list once the model is priced, and fills price defaults', () => {
+    const cfg = parseConfig({ ...withModels([chat({ model: 'sim-new-1' })]), billing: pricing('sim-new-1') });
+    expect(cfg.billing.prices['sim-new-1']).toEqual({ inputPerMillion: 1, outputPerMillion: 2, perInput: 0 });
+    expect(cfg.billing.prices['sim-embed-1']).toEqual({ inputPerMillion: 0, outputPerMillion: 0, perInput: 20 });
   });
 });
 

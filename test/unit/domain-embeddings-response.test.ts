@@ -53,8 +53,20 @@ describe('rewriteEmbeddings', () => {
     const r = run({ data: [{ embedding: 'AAAA' }] }, ctxFor('a'));
     if (!r.ok) throw new Error('not ok');
     expect(JSON.parse(r.body).data).toEqual([{ object: 'embedding', index: 0, embedding: 'AAAA' }]);
-    expect(r.usage).toBeUndefined();
-    expect(JSON.parse(r.body)).not.toHaveProperty('usage');
+    // No provider usage: estimated from the input ('a' → 1 token), no completion tokens.
+    expect(r.usage).toEqual({ promptTokens: 1, completionTokens: 0, totalTokens: 1, estimated: true });
+    expect(JSON.parse(r.body).usage).toEqual({ prompt_tokens: 1, total_tokens: 1 });
+  });
+
+  it('no or malformed usage → estimated from the inputs and reported in the body', () => {
+    const ctx = ctxFor(['abcdefgh', 'ijklmnopq']); // 17 characters → 5 tokens
+    expect(ctx.promptEstimate).toBe(5);
+    for (const u of [undefined, null, { prompt_tokens: -1 }, { prompt_tokens: 'x' }]) {
+      const r = run({ ...provider(2), usage: u }, ctx);
+      if (!r.ok) throw new Error('not ok');
+      expect(r.usage).toEqual({ promptTokens: 5, completionTokens: 0, totalTokens: 5, estimated: true });
+      expect(JSON.parse(r.body).usage).toEqual({ prompt_tokens: 5, total_tokens: 5 });
+    }
   });
 
   it('names the block after the brand', () => {

@@ -7,44 +7,47 @@ import { Catalog } from '../../sidecar/src/domain/catalog.js';
 import { type Action, Exchange, type ExchangeDeps } from '../../sidecar/src/domain/exchange.js';
 
 const cfg = parseConfig(defaultConfig('svc'));
+const catalog = new Catalog(cfg.models, cfg.brand);
 const deps: ExchangeDeps = {
   brand: cfg.brand,
   apiPrefix: '/v1',
-  catalog: new Catalog(cfg.models, cfg.brand),
-  defaultTemperature: cfg.defaults.temperature,
-  maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
-  maxRequestBytes: 4096,
-  upstreamKey: 'sk-provider',
+  catalog,
+  admission: { catalog, defaultTemperature: cfg.defaults.temperature, maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs, maxRequestBytes: 4096 },
   identityProvider: () => ({ configured: false }),
-  stripUpstream: ['x-svc-tenant-id'],
+  usage: async (p, query, requestId) => ({ ok: true, body: JSON.stringify({ object: 'usage', tenant: p.tenantId, query, requestId }) }),
 };
 const principal: Principal = { subjectId: 'key_1', tenantId: 'ten_1', method: 'api_key', scopes: ['ai'], keyId: 'key_1', role: null };
 
-function start(method: string, path: string, over: { principal?: Principal | null; endOfStream?: boolean; contentLength?: number | null; d?: ExchangeDeps } = {}) {
-  const x = new Exchange(over.d ?? deps);
-  const action = x.requestHeaders({
-    method, path, requestId: 'req-1', endOfStream: over.endOfStream ?? false,
-    contentLength: over.contentLength ?? null, principal: over.principal === undefined ? principal : over.principal,
-  });
+/** A path the gateway answers at request-header time. */
+function start(method: string, path: string, over: { principal?: Principal | null } = {}) {
+  const x = new Exchange(deps);
+  const action = x.requestHeaders({ method, path, requestId: 'req-1', principal: over.principal === undefined ? principal : over.principal, held: null });
   return { x, action };
 }
 
-function reply(a: Action): { status: number; json: Record<string, unknown>; headers: Record<string, string> } {
+/** A chat/embeddings exchange as ext_proc sees it: the gate's decision, then the body. */
+function begin(method: string, path: string, held: number | null = 100) {
+  const x = new Exchange(deps);
+  x.start({ method, path, requestId: 'req-1', principal, held });
+  return x;
+}
+
+function reply(a: Action | Promise<Action>): { status: number; json: Record<string, unknown>; headers: Record<string, string> } {
+  if (a instanceof Promise) throw new Error('expected a synchronous action');
   if (a.kind !== 'reply') throw new Error(`expected a reply, got ${a.kind}`);
   return { status: a.status, json: JSON.parse(a.body) as Record<string, unknown>, headers: { ...a.headers } };
 }
-const errorOf = (a: Action) => (reply(a).json as { error: Record<string, unknown> }).error;
+const errorOf = (a: Action | Promise<Action>) => (reply(a).json as { error: Record<string, unknown> }).error;
 const body = (a: Action) => (a.kind === 'continue' && a.body ? a.body.toString() : '');
 
 const chatBody = (extra: Record<string, unknown> = {}) => Buffer.from(JSON.stringify({ model: 'svc-quick', messages: [{ role: 'user', content: 'hi' }], ...extra }));
 const completion = JSON.stringify({ id: 'up', model: 'sim-quick-1', choices: [{ index: 0, message: { role: 'assistant', content: 'yo' }, finish_reason: 'stop' }], usage: { prompt_tokens: 2, completion_tokens: 1, total_tokens: 3 } });
 
 function admittedChat(extra: Record<string, unknown> = {}) {
-  const { x, action } = start('POST', '/v1/chat/completions');
-  expect(action.kind).toBe('continue');
+  const x = begin('POST', '/v1/chat/completions');
   const b = x.requestBody(chatBody(extra));
   expect(b.kind).toBe('continue');
-  return { x, headersAction: action, bodyAction: b };
+  return { x, bodyAction: b };
 }
 
 describe('requests answered by the gateway', () => {
@@ -70,15 +73,20 @@ describe('requests answered by the gateway', () => {
     });
   });
 
-  it.each([['POST', '/v1/models'], ['DELETE', '/v1/whoami'], ['GET', '/v1/chat/completions'], ['PUT', '/v1/embeddings']])('%s %s → 405', (m, p) => {
+  it.each([['POST', '/v1/models'], ['DELETE', '/v1/whoami']])('%s %s → 405', (m, p) => {
     const { x, action } = start(m, p);
     expect(reply(action).status).toBe(405);
     expect(errorOf(action)).toMatchObject({ code: 'method_not_allowed', request_id: 'req-1' });
     expect(x.summary()).toMatchObject({ status: 405, outcome: 'refused', errorCode: 'method_not_allowed' });
   });
 
+  it('GET /usage is answered asynchronously with the report for the principal', async () => {
+    const action = await start('GET', '/v1/usage?from=2026-11-01').action;
+    expect(reply(action).json).toEqual({ object: 'usage', tenant: 'ten_1', query: 'from=2026-11-01', requestId: 'req-1' });
+  });
+
   it('an unknown route → 404 envelope, even without a principal', () => {
-    for (const path of ['/v1/nope', '/v1/chat/completions/x', '/v2/models', '/v1/usage']) {
+    for (const path of ['/v1/nope', '/v1/chat/completions/x', '/v2/models']) {
       const { action } = start('GET', path, { principal: path === '/v1/nope' ? null : principal });
       expect(reply(action).status).toBe(404);
       expect(errorOf(action)).toEqual({ message: 'Not found.', type: 'not_found_error', param: null, code: null, request_id: 'req-1' });
@@ -86,28 +94,20 @@ describe('requests answered by the gateway', () => {
   });
 
   it('no principal → 401 invalid_api_key', () => {
-    const { action } = start('POST', '/v1/chat/completions', { principal: null });
+    const { action } = start('GET', '/v1/models', { principal: null });
     expect(reply(action).status).toBe(401);
     expect(errorOf(action).code).toBe('invalid_api_key');
-  });
-
-  it('a POST without a body → 400 param body; an oversize content-length → 413', () => {
-    expect(errorOf(start('POST', '/v1/embeddings', { endOfStream: true }).action)).toMatchObject({ code: 'invalid_request', param: 'body' });
-    const big = start('POST', '/v1/chat/completions', { contentLength: 4097 }).action;
-    expect(reply(big).status).toBe(413);
-    expect(start('POST', '/v1/chat/completions', { contentLength: 4096 }).action.kind).toBe('continue');
   });
 });
 
 describe('requests sent upstream', () => {
-  it('strips caller credentials and sets the provider key', () => {
-    const { headersAction } = admittedChat();
-    expect(headersAction).toEqual({
-      kind: 'continue',
-      headers: { set: { 'accept-encoding': 'identity', authorization: 'Bearer sk-provider' }, remove: ['x-api-key', 'x-workspace-id', 'cookie', 'x-svc-tenant-id'] },
-    });
-    const none = start('POST', '/v1/chat/completions', { d: { ...deps, upstreamKey: undefined } }).action;
-    expect(none.kind === 'continue' && none.headers?.remove).toContain('authorization');
+  it('a body the gate did not hold is not served (fails closed)', () => {
+    const x = begin('POST', '/v1/chat/completions', null);
+    expect(errorOf(x.requestBody(chatBody()))).toMatchObject({ code: 'credits_unavailable' });
+  });
+
+  it.each([['GET', '/v1/chat/completions'], ['PUT', '/v1/embeddings']])('%s %s with a body → 405', (m, p) => {
+    expect(reply(begin(m, p).requestBody(chatBody())).status).toBe(405);
   });
 
   it('rewrites the body and its content-length', () => {
@@ -117,12 +117,13 @@ describe('requests sent upstream', () => {
     expect(bodyAction.kind === 'continue' && bodyAction.headers?.set['content-length']).toBe(String(Buffer.byteLength(body(bodyAction))));
   });
 
-  it('invalid JSON, a refused body and an oversize body are replies', () => {
-    const bad = start('POST', '/v1/chat/completions').x.requestBody(Buffer.from('{'));
+  it('an empty body, invalid JSON, a refused body and an oversize body are replies', () => {
+    expect(errorOf(begin('POST', '/v1/embeddings').requestBody(Buffer.alloc(0)))).toMatchObject({ code: 'invalid_request', param: 'body' });
+    const bad = begin('POST', '/v1/chat/completions').requestBody(Buffer.from('{'));
     expect(errorOf(bad)).toMatchObject({ code: 'invalid_request', param: 'body' });
-    const refused = start('POST', '/v1/embeddings').x.requestBody(Buffer.from('{"model":"svc-embed","input":""}'));
+    const refused = begin('POST', '/v1/embeddings').requestBody(Buffer.from('{"model":"svc-embed","input":""}'));
     expect(errorOf(refused).code).toBe('SRV_001');
-    expect(reply(start('POST', '/v1/chat/completions').x.requestBody(Buffer.alloc(4097, 32))).status).toBe(413);
+    expect(reply(begin('POST', '/v1/chat/completions').requestBody(Buffer.alloc(4097, 32))).status).toBe(413);
   });
 });
 

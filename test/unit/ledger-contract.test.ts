@@ -537,6 +537,15 @@ export function describeLedgerContract(
       expect(await ledger.ledger(T, 10)).toHaveLength(1);
     });
 
+    it('a release before its reserve leaves a tombstone: the late reserve holds nothing (a command sent before an outage, run after it)', async () => {
+      await grant(ledger, 1_000);
+      const late = rid();
+      expect(await ledger.release(T, late)).toBe(false);
+      expect(await ledger.reserve(reserveInput(late, { amount: 400 }))).toStrictEqual(REPLAY);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+    });
+
     it('reapExpired releases exactly the holds whose time ran out', async () => {
       await grant(ledger, 1_000);
       const short = rid();

@@ -1,3 +1,4 @@
+import { lstatSync, unlinkSync } from 'node:fs';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { AuthorizationService, type AuthorizationServer } from '../generated/envoy/service/auth/v3/external_auth.js';
 import { ExternalProcessorService, type ExternalProcessorServer } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
@@ -14,6 +15,7 @@ export async function startGrpcServer(
     'grpc.http2.min_ping_interval_without_data_ms': 10_000,
     'grpc.enable_channelz': 0,
   });
+  removeStaleSocket(address);
   server.addService(AuthorizationService, services.authz as never);
   server.addService(ExternalProcessorService, services.extProc as never);
   const port = await new Promise<number>((resolve, reject) =>
@@ -33,4 +35,15 @@ export async function startGrpcServer(
         });
       }),
   };
+}
+
+/** A unix socket left behind by a process that was killed would make bind fail. */
+function removeStaleSocket(address: string): void {
+  if (!address.startsWith('unix:')) return;
+  const path = address.slice('unix:'.length);
+  try {
+    if (lstatSync(path).isSocket()) unlinkSync(path);
+  } catch {
+    // absent: nothing to remove
+  }
 }

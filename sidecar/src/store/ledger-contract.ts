@@ -121,7 +121,11 @@ export class InsufficientBalanceError extends Error {
 export interface Ledger {
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   settle(input: SettleInput): Promise<SettleOutcome>;
-  /** Gives a hold back in full (the request failed). Idempotent; false if there was no open hold. */
+  /**
+   * Gives a hold back in full (the request failed or was refused). Idempotent;
+   * false if there was no open hold. With no hold at all it leaves a tombstone,
+   * so a reserve for this request id that arrives later holds nothing.
+   */
   release(tenantId: string, requestId: string): Promise<boolean>;
   /** Releases holds whose time ran out (a crashed process). Returns how many. */
   reapExpired(tenantId: string, now: number): Promise<number>;

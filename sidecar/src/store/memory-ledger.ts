@@ -390,9 +390,14 @@ export function createMemoryLedger(): Ledger {
       open();
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(requestId, 'requestId');
-      const t = tenants.get(tenantId);
-      const hold = t?.holds.get(requestId);
-      if (t === undefined || hold?.state !== 'held') return false;
+      const t = state(tenantId);
+      const hold = t.holds.get(requestId);
+      if (!hold) {
+        // A tombstone: a later reserve for this request is a replay and holds nothing.
+        t.holds.set(requestId, { amount: 0, state: 'released', expiresAt: 0, period: '', keyId: null, charged: 0 });
+        return false;
+      }
+      if (hold.state !== 'held') return false;
       releaseHold(t, requestId, hold);
       return true;
     },

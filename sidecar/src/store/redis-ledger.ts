@@ -94,6 +94,13 @@ return {1, charged, uncovered}`;
 
 const RELEASE = `
 local h = redis.call('HMGET', KEYS[2], 'state', 'amount')
+if not h[1] then
+  -- A tombstone: a reserve for this request that arrives late (sent before an
+  -- outage, executed after it) finds the hold taken and changes nothing.
+  redis.call('HSET', KEYS[2], 'state', 'released', 'amount', 0)
+  redis.call('PEXPIRE', KEYS[2], 604800000)
+  return 0
+end
 if h[1] ~= 'held' then return 0 end
 redis.call('HINCRBY', KEYS[1], 'held', 0 - tonumber(h[2]))
 redis.call('HSET', KEYS[2], 'state', 'released')

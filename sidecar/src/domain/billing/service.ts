@@ -85,7 +85,12 @@ export class Billing {
         now,
       });
     } catch (err) {
-      if (err instanceof StoreUnavailableError) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
+      if (err instanceof StoreUnavailableError) {
+        // The hold may still be written (a command sent before an outage can run after it):
+        // journal its release, so a refused request never keeps credit held.
+        this.journalOnly({ op: 'release', tenantId: principal.tenantId, requestId });
+        return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
+      }
       throw err;
     }
     if (outcome.ok) return { ok: true, admitted: { held: worst.cost } };
@@ -151,11 +156,15 @@ export class Billing {
       await this.run(op);
     } catch (err) {
       this.events.failed(op.op, err);
-      try {
-        this.journal.append(op);
-      } catch (journalErr) {
-        this.events.failed('journal', journalErr);
-      }
+      this.journalOnly(op);
+    }
+  }
+
+  private journalOnly(op: PendingOp): void {
+    try {
+      this.journal.append(op);
+    } catch (journalErr) {
+      this.events.failed('journal', journalErr);
     }
   }
 

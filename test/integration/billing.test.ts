@@ -1,0 +1,328 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admitBody } from '../../sidecar/src/domain/admission.js';
+import { worstCase } from '../../sidecar/src/domain/billing/pricing.js';
+import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { listeningLine } from '../../sidecar/stack/process.js';
+import { cliJson } from '../harness/cli.js';
+import { startGateway, type TestGateway } from '../harness/gateway.js';
+import { call, expectEnvelope, post } from '../harness/http.js';
+import { readSse } from '../harness/sse.js';
+
+/** Prepaid credits, holds, settlement, spend caps, throttling and usage, through real Envoy and Redis. */
+let gw: TestGateway;
+const TOP_UP = 'https://pay.example.test/top-up';
+
+beforeAll(async () => {
+  gw = await startGateway({ store: 'redis', config: { billing: { creditCheck: true, topUpUrl: TOP_UP } } });
+});
+afterAll(async () => {
+  await gw?.stop();
+});
+
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }], ...extra });
+
+/** The hold the gateway places for this body (the same pure functions the sidecar runs). */
+function holdFor(body: unknown): number {
+  const catalog = new Catalog(gw.config.models, gw.config.brand);
+  const a = admitBody('chat', 'POST', Buffer.from(JSON.stringify(body)), {
+    catalog,
+    defaultTemperature: 0.7,
+    maxEmbeddingInputs: 256,
+    maxRequestBytes: gw.config.limits.maxRequestBytes,
+  });
+  if (!a.ok) throw new Error('test body refused');
+  return worstCase(gw.config.billing.prices[a.ctx.resolved.internalModel]!, a.ctx, a.ctx.promptBytes, a.ctx.messageCount).cost;
+}
+
+async function newTenant(credits: number) {
+  const t = await gw.admin.createTenant('billing');
+  const k = await gw.admin.createKey(t.id, {});
+  if (credits > 0) await gw.admin.adjustCredits(t.id, credits, `grant-${t.id}`, 'test');
+  return { tenant: t.id, key: k.key };
+}
+
+/** Waits until no hold is open (every settlement written). */
+async function settled(tenant: string, timeoutMs = 15_000) {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const a = await gw.admin.account(tenant);
+    if (a.held === 0) return a;
+    if (Date.now() > until) throw new Error(`holds still open: ${JSON.stringify(a)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const simRequests = async () => (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
+
+async function ledgerCharges(tenant: string) {
+  const { data } = await gw.admin.ledger(tenant, 10_000);
+  return data.filter((e) => e.type === 'charge').reduce((s, e) => s - e.amount, 0);
+}
+
+async function usageCosts(tenant: string) {
+  const { data } = await gw.admin.usageRecords(tenant, 10_000);
+  return { records: data, total: data.reduce((s, r) => s + r.cost, 0) };
+}
+
+describe('the credit check (402) and holds', () => {
+  it('200 concurrent requests against a balance that covers 10: at most 10 reach the provider, never below zero, every micro-unit accounted for', async () => {
+    const body = chat('slow answer #sim:delay=400 #sim:tokens=5');
+    const hold = holdFor(body);
+    const opening = 10 * hold + Math.floor(hold / 2);
+    const { tenant, key } = await newTenant(opening);
+    const before = await simRequests();
+
+    const replies = await Promise.all(Array.from({ length: 200 }, () => post(`${gw.base}/chat/completions`, body, key)));
+    const ok = replies.filter((r) => r.status === 200);
+    const refused = replies.filter((r) => r.status === 402);
+    expect(ok.length + refused.length).toBe(200);
+    expect(ok.length).toBeLessThanOrEqual(10);
+    expect(ok.length).toBeGreaterThan(0);
+    expect((await simRequests()) - before).toBe(ok.length);
+    for (const r of refused.slice(0, 3)) {
+      expectEnvelope(r, 402, 'insufficient_credit', 'insufficient_quota');
+      expect(r.json.error.message).toContain(TOP_UP);
+      expect(r.text).not.toContain(String(opening));
+    }
+
+    const closing = await settled(tenant);
+    expect(closing.balance).toBeGreaterThanOrEqual(0);
+    const charges = await ledgerCharges(tenant);
+    const usage = await usageCosts(tenant);
+    expect(opening - closing.balance).toBe(charges);
+    expect(usage.total).toBe(charges);
+    expect(usage.records).toHaveLength(ok.length);
+    expect(new Set(usage.records.map((r) => r.requestId))).toEqual(new Set(ok.map((r) => r.json.id)));
+  });
+
+  it('a refused request costs nothing; an empty balance refuses before the provider', async () => {
+    const { tenant, key } = await newTenant(0);
+    const before = await simRequests();
+    expectEnvelope(await post(`${gw.base}/chat/completions`, chat('hi'), key), 402, 'insufficient_credit');
+    expect(await simRequests()).toBe(before);
+    expect((await gw.admin.account(tenant)).balance).toBe(0);
+    expect((await gw.admin.ledger(tenant)).data).toHaveLength(0);
+  });
+
+  it('a provider failure releases the hold: nothing is charged', async () => {
+    const { tenant, key } = await newTenant(1_000_000);
+    expectEnvelope(await post(`${gw.base}/chat/completions`, chat('x #sim:status=500'), key), 502, 'upstream_error');
+    const a = await settled(tenant);
+    expect(a.balance).toBe(1_000_000);
+    expect((await usageCosts(tenant)).records).toHaveLength(0);
+  });
+});
+
+describe('spend caps (429)', () => {
+  it('200 concurrent requests against a cap that covers 10: at most 10 served, spend never above the cap', async () => {
+    const body = chat('capped #sim:delay=400 #sim:tokens=5');
+    const hold = holdFor(body);
+    const { tenant, key } = await newTenant(1_000_000_000);
+    const cap = 10 * hold + Math.floor(hold / 2);
+    await gw.admin.setCap(tenant, cap);
+    const before = await simRequests();
+    const replies = await Promise.all(Array.from({ length: 200 }, () => post(`${gw.base}/chat/completions`, body, key)));
+    const ok = replies.filter((r) => r.status === 200);
+    const capped = replies.filter((r) => r.status === 429);
+    expect(ok.length + capped.length).toBe(200);
+    expect(ok.length).toBeLessThanOrEqual(10);
+    expect((await simRequests()) - before).toBe(ok.length);
+    expectEnvelope(capped[0]!, 429, 'spend_cap_exceeded');
+    expect(capped[0]!.headers.get('retry-after')).toBeNull();
+    const a = await settled(tenant);
+    expect(a.spent).toBeLessThanOrEqual(cap);
+    expect(1_000_000_000 - a.balance).toBe(await ledgerCharges(tenant));
+    expect(a.spent).toBe(await ledgerCharges(tenant));
+  });
+});
+
+describe('metering', () => {
+  it('a stream abandoned mid-way is charged for what was generated (estimated)', async () => {
+    const { tenant, key } = await newTenant(1_000_000);
+    const r = await readSse(`${gw.base}/chat/completions`, chat('long #sim:tokens=40 #sim:chunk-delay=80', { stream: true }), key, { abortAfterEvents: 5 });
+    const rid = r.headers.get('x-request-id');
+    await settled(tenant);
+    const { records } = await usageCosts(tenant);
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ requestId: rid, alias: 'svc-quick', estimated: true });
+    expect(records[0]!.completionTokens).toBeGreaterThan(0);
+    expect(records[0]!.completionTokens).toBeLessThan(40);
+    expect(records[0]!.cost).toBeGreaterThan(0);
+  });
+
+  it('a stream whose provider sent no usage is charged from counted tokens, marked estimated', async () => {
+    const { tenant, key } = await newTenant(1_000_000);
+    const r = await readSse(`${gw.base}/chat/completions`, chat('x #sim:no-usage #sim:tokens=6', { stream: true }), key);
+    expect(r.events[r.events.length - 1]).toBe('[DONE]');
+    await settled(tenant);
+    const { records } = await usageCosts(tenant);
+    expect(records[0]).toMatchObject({ estimated: true });
+    expect(records[0]!.completionTokens).toBeGreaterThan(0);
+  });
+
+  it('usage records carry every field and no content; embeddings count one request per input', async () => {
+    const { tenant, key } = await newTenant(1_000_000);
+    const secret = 'CONTENT-MARKER-42';
+    const c = await post(`${gw.base}/chat/completions`, chat(`${secret} #sim:tokens=3`), key);
+    const e = await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: [secret, 'b', 'c'] }, key);
+    expect(c.status).toBe(200);
+    expect(e.status).toBe(200);
+    await settled(tenant);
+    const { records } = await usageCosts(tenant);
+    const chatRec = records.find((r) => r.requestId === c.json.id)!;
+    expect(Object.keys(chatRec).sort()).toEqual(
+      ['alias', 'completionTokens', 'cost', 'estimated', 'internalModel', 'keyId', 'promptTokens', 'requestCount', 'requestId', 'tenantId', 'time', 'totalTokens'].sort(),
+    );
+    expect(chatRec).toMatchObject({ alias: 'svc-quick', internalModel: 'sim-quick-1', tenantId: tenant, requestCount: 1, completionTokens: 3, estimated: false });
+    const embRec = records.find((r) => r.requestId === e.json.svc.request_id)!;
+    expect(embRec).toMatchObject({ alias: 'svc-embed', requestCount: 3, cost: 60 });
+    expect(JSON.stringify(records)).not.toContain(secret);
+  });
+});
+
+describe('the store goes away (fails closed; nothing lost)', () => {
+  it('Redis paused mid-load → 503 credits_unavailable and no provider call; afterwards every completed request is in the usage counter', async () => {
+    const { tenant, key } = await newTenant(100_000_000);
+    const body = chat('steady #sim:delay=300 #sim:tokens=2');
+    await post(`${gw.base}/chat/completions`, chat('warm'), key); // the key is now in the cache
+    await settled(tenant);
+    const before = await simRequests();
+
+    const inFlight = Array.from({ length: 8 }, () => post(`${gw.base}/chat/completions`, body, key));
+    await new Promise((r) => setTimeout(r, 100)); // admitted, waiting on the provider
+    await gw.redis!.pause();
+    const duringOutage = await Promise.all(Array.from({ length: 8 }, () => post(`${gw.base}/chat/completions`, body, key)));
+    const completed = await Promise.all(inFlight); // their settlements fail now and are journaled
+    const providerCalls = (await simRequests()) - before;
+    await gw.redis!.resume();
+
+    for (const r of duringOutage) expectEnvelope(r, 503, 'credits_unavailable');
+    const ok = completed.filter((r) => r.status === 200);
+    expect(ok).toHaveLength(8);
+    expect(providerCalls).toBe(8);
+
+    const a = await settled(tenant, 20_000);
+    const { records } = await usageCosts(tenant);
+    const ids = new Set(records.map((r) => r.requestId));
+    for (const r of ok) expect(ids.has(r.json.id)).toBe(true);
+    expect(100_000_000 - a.balance).toBe(await ledgerCharges(tenant));
+  });
+
+  it('a settlement journaled while the store was down survives a sidecar restart', async () => {
+    const { tenant, key } = await newTenant(100_000_000);
+    await post(`${gw.base}/chat/completions`, chat('warm'), key);
+    await settled(tenant);
+    const pending = post(`${gw.base}/chat/completions`, chat('x #sim:delay=300'), key);
+    await new Promise((r) => setTimeout(r, 100));
+    await gw.redis!.pause();
+    const done = await pending;
+    expect(done.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1500)); // the settle times out and is journaled
+    const sidecar = gw.stack.process('sidecar');
+    sidecar.signal('SIGKILL');
+    await gw.redis!.resume();
+    await sidecar.restart();
+    await sidecar.waitForLine(listeningLine, 20_000);
+    await settled(tenant, 20_000);
+    const { records } = await usageCosts(tenant);
+    expect(records.map((r) => r.requestId)).toContain(done.json.id);
+  });
+});
+
+describe('credit check off', () => {
+  it('requests are served with no balance and still metered', async () => {
+    const off = await startGateway({ store: 'redis', config: { billing: { creditCheck: false } } });
+    try {
+      const t = await off.admin.createTenant('postpaid');
+      const k = await off.admin.createKey(t.id, {});
+      const r = await post(`${off.base}/chat/completions`, chat('hi #sim:tokens=4'), k.key);
+      expect(r.status).toBe(200);
+      let records: Array<{ cost: number }> = [];
+      for (let i = 0; i < 50 && !records.length; i++) {
+        records = (await off.admin.usageRecords(t.id)).data;
+        if (!records.length) await new Promise((res) => setTimeout(res, 100));
+      }
+      expect(records).toHaveLength(1);
+      expect(records[0]!.cost).toBeGreaterThan(0);
+      expect((await off.admin.account(t.id)).balance).toBe(-records[0]!.cost);
+    } finally {
+      await off.stop();
+    }
+  });
+});
+
+describe('throttling (429 rate_limit_exceeded, distinct from the spend cap)', () => {
+  it('requests per minute per key', async () => {
+    const limited = await startGateway({ config: { billing: { creditCheck: false, rateLimits: { requestsPerMinute: 3 } } } });
+    try {
+      const replies = [];
+      for (let i = 0; i < 5; i++) replies.push(await post(`${limited.base}/chat/completions`, chat('hi'), limited.key));
+      expect(replies.slice(0, 3).every((r) => r.status === 200)).toBe(true);
+      expectEnvelope(replies[3]!, 429, 'rate_limit_exceeded', 'rate_limit_error');
+      expect(Number(replies[3]!.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
+
+describe('GET /v1/usage', () => {
+  it('balance, currency, period spend, cap and usage by day and alias; aliases only', async () => {
+    const { tenant, key } = await newTenant(5_000_000);
+    await gw.admin.setCap(tenant, 9_000_000);
+    await post(`${gw.base}/chat/completions`, chat('a #sim:tokens=3'), key);
+    await post(`${gw.base}/chat/completions`, chat('b #sim:tokens=3', { model: 'svc-core' }), key);
+    const a = await settled(tenant);
+    const r = await call(`${gw.base}/usage`, { key });
+    expect(r.status, r.text).toBe(200);
+    const today = new Date().toISOString().slice(0, 10);
+    expect(r.json).toMatchObject({
+      object: 'usage',
+      currency: 'CHF',
+      credit_check: true,
+      balance: a.balance,
+      held: 0,
+      available: a.balance,
+      period: { start: `${today.slice(0, 7)}-01`, spend: a.spent, spend_cap: 9_000_000 },
+      range: { to: today },
+    });
+    const aliases = r.json.data.map((d: any) => d.alias).sort();
+    expect(aliases).toEqual(['svc-core', 'svc-quick']);
+    expect(r.json.totals.requests).toBe(2);
+    expect(r.json.totals.cost).toBe(5_000_000 - a.balance);
+    expect(r.text).not.toMatch(/sim-(quick|core)/);
+    expect(r.json.svc.request_id).toBe(r.headers.get('x-request-id'));
+  });
+
+  it('takes a bearer key and a date range; refuses bad ranges and sessions', async () => {
+    const { key } = await newTenant(0);
+    const r = await call(`${gw.base}/usage?from=2026-01-01&to=2026-01-31`, { headers: { authorization: `Bearer ${key}` } });
+    expect(r.status).toBe(200);
+    expect(r.json.range).toEqual({ from: '2026-01-01', to: '2026-01-31' });
+    expect(r.json.data).toEqual([]);
+    expectEnvelope(await call(`${gw.base}/usage?from=2026-13-01`, { key }), 400, 'invalid_request');
+    expectEnvelope(await call(`${gw.base}/usage?from=2026-02-01&to=2026-01-01`, { key }), 400, 'invalid_request');
+    const token = await gw.session({ workspaces: [gw.tenantId] });
+    expectEnvelope(await call(`${gw.base}/usage`, { headers: { authorization: `Bearer ${token}` } }), 503, 'identity_provider_unavailable');
+  });
+});
+
+describe('operator CLI: credits, caps, ledger', () => {
+  const cli = (...args: string[]) => cliJson(gw, ...args);
+
+  it('grants (idempotently), deducts, sets and clears a cap, reads the ledger', async () => {
+    const { tenant } = await newTenant(0);
+    const g1 = await cli('credits', 'grant', '--tenant', tenant, '--amount', '12.5', '--key', 'topup-1', '--reason', 'test');
+    const g2 = await cli('credits', 'grant', '--tenant', tenant, '--amount', '12.5', '--key', 'topup-1');
+    expect(g1).toMatchObject({ type: 'grant', amount: 12_500_000, balanceAfter: 12_500_000 });
+    expect(g2.id).toBe(g1.id); // applied once
+    const d = await cli('credits', 'deduct', '--tenant', tenant, '--amount', '0.5');
+    expect(d).toMatchObject({ type: 'deduct', amount: -500_000, balanceAfter: 12_000_000 });
+    await expect(cli('credits', 'deduct', '--tenant', tenant, '--amount', '100')).rejects.toThrow();
+    expect(await cli('cap', 'set', '--tenant', tenant, '--amount', '50')).toMatchObject({ spend_cap: 50_000_000 });
+    expect(await cli('account', '--tenant', tenant)).toMatchObject({ balance: 12_000_000, cap: 50_000_000 });
+    expect(await cli('cap', 'clear', '--tenant', tenant)).toMatchObject({ spend_cap: null });
+    const ledger = await cli('ledger', '--tenant', tenant);
+    expect(ledger.map((e: any) => e.amount)).toEqual([-500_000, 12_500_000]);
+  });
+});
