@@ -47,3 +47,4 @@ function removeStaleSocket(address: string): void {
     // absent: nothing to remove
   }
 }
+
