@@ -245,8 +245,26 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
   const bootstrap = {
     node: { id: `${cfg.brand}-gateway`, cluster: `${cfg.brand}-gateway` },
     admin: { address: { socket_address: { address: cfg.listen.envoyAdmin.host, port_value: cfg.listen.envoyAdmin.port } } },
-    layered_runtime: {
-      layers: [{ name: 'static', static_layer: { 'overload.global_downstream_max_connections': 50000 } }],
+    // Edge best practice: bound connections and heap; shed load before running out of memory.
+    overload_manager: {
+      refresh_interval: '0.25s',
+      resource_monitors: [
+        {
+          name: 'envoy.resource_monitors.global_downstream_max_connections',
+          typed_config: {
+            '@type': T('envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig'),
+            max_active_downstream_connections: 50000,
+          },
+        },
+        {
+          name: 'envoy.resource_monitors.fixed_heap',
+          typed_config: { '@type': T('envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig'), max_heap_size_bytes: 2147483648 },
+        },
+      ],
+      actions: [
+        { name: 'envoy.overload_actions.shrink_heap', triggers: [{ name: 'envoy.resource_monitors.fixed_heap', threshold: { value: 0.95 } }] },
+        { name: 'envoy.overload_actions.stop_accepting_requests', triggers: [{ name: 'envoy.resource_monitors.fixed_heap', threshold: { value: 0.98 } }] },
+      ],
     },
     static_resources: {
       listeners: [

@@ -5,6 +5,7 @@ import type { InferenceContext } from '../request-context.js';
 import { svcBlock } from '../svc-block.js';
 import { estimatedUsage, readUsage, usageJson, type Usage } from '../usage.js';
 import { SseFramer, type SseEvent } from './framer.js';
+import { scanDeltaChunk, type ChunkSpans } from './chunk-scan.js';
 
 const DONE = Buffer.from('data: [DONE]\n\n');
 
@@ -26,13 +27,18 @@ export class ChatStreamRewriter {
   /** Set once the final chunk (or an error event) has been emitted. */
   private closed = false;
   private failed = false;
+  private readonly chunkHead: string;
+  private readonly aliasJson: string;
 
   constructor(
     private readonly ctx: InferenceContext,
     private readonly requestId: string,
     private readonly brand: string,
     private readonly promptEstimate: number,
-  ) {}
+  ) {
+    this.chunkHead = `data: {"id":${JSON.stringify(requestId)},"object":"chat.completion.chunk","created":`;
+    this.aliasJson = JSON.stringify(ctx.resolved.alias);
+  }
 
   /** Bytes to deliver in place of this provider chunk (possibly empty). */
   push(chunk: Buffer): Buffer {
@@ -73,6 +79,11 @@ export class ChatStreamRewriter {
         out += this.finalChunk() + 'data: [DONE]\n\n';
         continue;
       }
+      const fast = scanDeltaChunk(ev.data);
+      if (fast) {
+        out += this.spliceChunk(fast);
+        continue;
+      }
       const chunk = tryParseJson(ev.data);
       if (!isObject(chunk) || chunk.error !== undefined) {
         out += this.fail();
@@ -81,6 +92,16 @@ export class ChatStreamRewriter {
       out += this.rewriteChunk(chunk);
     }
     return out;
+  }
+
+  /** A plain delta chunk: the provider's choices text between our id and alias, no parse. */
+  private spliceChunk(c: ChunkSpans): string {
+    if (c.created !== null) this.created = c.created;
+    if (c.contentChars > 0) {
+      this.completionChars += c.contentChars;
+      this.deltaCount++;
+    }
+    return `${this.chunkHead}${this.created},"model":${this.aliasJson},"choices":${c.choices}}\n\n`;
   }
 
   private rewriteChunk(chunk: Record<string, unknown>): string {
