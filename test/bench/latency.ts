@@ -100,6 +100,149 @@ export class SequentialClient {
   }
 }
 
+/** One streamed response, timed from just before the request is written. */
+export interface StreamResult {
+  readonly status: number;
+  /** Request written -> first body byte. */
+  readonly ttfbMs: number;
+  /** Request written -> last body byte. */
+  readonly totalMs: number;
+  /** (last body byte - first body byte) / (events - 1); NaN with fewer than 2 events. */
+  readonly perChunkMs: number;
+  /** `data:` events in the body (including `data: [DONE]`). */
+  readonly events: number;
+  /** Body reads (socket chunks) the client saw: fewer than events means events arrived coalesced. */
+  readonly reads: number;
+  readonly body: string;
+}
+
+export interface StreamSample {
+  readonly ttfbMs: number[];
+  readonly totalMs: number[];
+  readonly perChunkMs: number[];
+  readonly events: number[];
+  readonly reads: number[];
+  non2xx: number;
+  errors: number;
+  /** Responses whose body failed the scenario's check (counted apart from non2xx). */
+  bad: number;
+  readonly statuses: Record<number, number>;
+  firstProblem: string | null;
+  /** CPU ms spent during this sample's runs, by process (summed over the runs). */
+  readonly cpuMs: Record<string, number>;
+}
+
+export function emptyStreamSample(): StreamSample {
+  return { ttfbMs: [], totalMs: [], perChunkMs: [], events: [], reads: [], non2xx: 0, errors: 0, bad: 0, statuses: {}, firstProblem: null, cpuMs: {} };
+}
+
+/** `data:` lines at the start of a line (SSE events carrying data). */
+export function countDataEvents(body: string): number {
+  let n = 0;
+  let i = 0;
+  for (;;) {
+    const j = body.indexOf('data:', i);
+    if (j < 0) return n;
+    if (j === 0 || body[j - 1] === '\n') n++;
+    i = j + 5;
+  }
+}
+
+/**
+ * Sequential streaming client: one keep-alive connection, one request at a
+ * time; hrtime at the write, at the first body byte and at the last body byte.
+ * The body is only parsed (events counted) after the last byte has arrived.
+ */
+export class StreamClient {
+  private readonly agent: http.Agent;
+  private readonly url: URL;
+  private readonly body: Buffer | undefined;
+  private readonly headers: Record<string, string | number>;
+
+  constructor(
+    readonly spec: RequestSpec,
+    private readonly check: (status: number, body: string, events: number) => string | null,
+    private readonly timeoutMs = 30_000,
+  ) {
+    this.url = new URL(spec.url);
+    const Agent = this.url.protocol === 'https:' ? https.Agent : http.Agent;
+    this.agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1 });
+    this.body = spec.body === undefined ? undefined : Buffer.from(spec.body);
+    this.headers = { ...spec.headers };
+    if (this.body) this.headers['content-length'] = this.body.length;
+  }
+
+  one(): Promise<StreamResult> {
+    const mod = this.url.protocol === 'https:' ? https : http;
+    return new Promise<StreamResult>((resolve, reject) => {
+      const t0 = process.hrtime.bigint();
+      let first = 0n;
+      let last = 0n;
+      let reads = 0;
+      const req = mod.request(this.url, { method: this.spec.method, headers: this.headers, agent: this.agent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => {
+          last = process.hrtime.bigint();
+          if (reads++ === 0) first = last;
+          chunks.push(c);
+        });
+        res.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8');
+          const events = countDataEvents(body);
+          const ms = (t: bigint) => Number(t - t0) / 1e6;
+          resolve({
+            status: res.statusCode ?? 0,
+            ttfbMs: reads > 0 ? ms(first) : NaN,
+            totalMs: reads > 0 ? ms(last) : NaN,
+            perChunkMs: events > 1 ? Number(last - first) / 1e6 / (events - 1) : NaN,
+            events,
+            reads,
+            body,
+          });
+        });
+        res.on('error', reject);
+      });
+      req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`timeout after ${this.timeoutMs} ms`)));
+      req.on('error', reject);
+      req.end(this.body);
+    });
+  }
+
+  /** n sequential requests, added to `into`; a 2xx response that fails the check counts as bad, not measured. */
+  async run(n: number, into: StreamSample = emptyStreamSample()): Promise<StreamSample> {
+    for (let i = 0; i < n; i++) {
+      try {
+        const r = await this.one();
+        into.statuses[r.status] = (into.statuses[r.status] ?? 0) + 1;
+        if (r.status < 200 || r.status >= 300) {
+          into.non2xx++;
+          into.firstProblem ??= `HTTP ${r.status}: ${r.body.slice(0, 300)}`;
+          continue;
+        }
+        const problem = this.check(r.status, r.body, r.events);
+        if (problem) {
+          into.bad++;
+          into.firstProblem ??= problem;
+          continue;
+        }
+        into.ttfbMs.push(r.ttfbMs);
+        into.totalMs.push(r.totalMs);
+        into.perChunkMs.push(r.perChunkMs);
+        into.events.push(r.events);
+        into.reads.push(r.reads);
+      } catch (err) {
+        into.errors++;
+        into.firstProblem ??= `error: ${(err as Error).message}`;
+      }
+    }
+    return into;
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
 export interface LatencyStats {
   readonly n: number;
   readonly min: number;

@@ -45,6 +45,60 @@ export interface Comparison {
   readonly rpsRatio: number;
   readonly addedP50Ms: number;
   readonly addedP99Ms: number;
+  /** num.rps - den.rps */
+  readonly rpsDelta: number;
+}
+
+export interface StreamScenarioResult {
+  readonly name: string;
+  readonly label: string;
+  readonly tokens: number;
+  readonly chunkDelayMs: number;
+  readonly expectedEvents: number;
+  /** Request written -> first body byte. */
+  readonly ttfb: LatencyStats;
+  /** Request written -> last body byte. */
+  readonly total: LatencyStats;
+  /** (last byte - first byte) / (events - 1), per response. */
+  readonly perChunk: LatencyStats;
+  /** `data:` events per response (min / p50 / max). */
+  readonly events: LatencyStats;
+  /** Client socket reads per response (p50): below the event count means coalesced events. */
+  readonly reads: LatencyStats;
+  readonly non2xx: number;
+  readonly errors: number;
+  readonly bad: number;
+  readonly firstProblem: string | null;
+  /** CPU ms per measured response during the sequential loop, by process. */
+  readonly cpuMsPerResp: Record<string, number>;
+}
+
+export interface StreamComparison {
+  readonly name: string;
+  readonly what: string;
+  readonly num: string;
+  readonly den: string;
+  readonly addedTtfbP50Ms: number;
+  readonly addedTtfbP99Ms: number;
+  readonly addedPerChunkP50Ms: number;
+  readonly addedTotalP50Ms: number;
+  readonly numEvents: number;
+  readonly denEvents: number;
+  /** CPU ms per response, all processes: num - den. */
+  readonly addedCpuMsPerResp: number;
+}
+
+export interface RedisCallsResult {
+  readonly scenario: string;
+  readonly label: string;
+  readonly requests: number;
+  readonly windowMs: number;
+  /** Command -> calls (INFO commandstats) during the requests plus a settle wait, and during an idle window as long. */
+  readonly calls: Record<string, number>;
+  readonly idleCalls: Record<string, number>;
+  /** Same window, from MONITOR: commands sent by clients, and commands run inside Lua scripts. */
+  readonly clientCalls: Record<string, number>;
+  readonly scriptCalls: Record<string, number>;
 }
 
 export const fmt = (v: number, digits = 3): string => (Number.isFinite(v) ? v.toFixed(digits) : 'n/a');
@@ -114,6 +168,7 @@ export function compare(results: readonly ScenarioResult[], spec: { name: string
     rpsRatio: a.throughput.rps / b.throughput.rps,
     addedP50Ms: a.latency.p50 - b.latency.p50,
     addedP99Ms: a.latency.p99 - b.latency.p99,
+    rpsDelta: a.throughput.rps - b.throughput.rps,
   };
 }
 
@@ -123,21 +178,122 @@ export function comparisonBlock(c: Comparison): string {
     `${c.what}:`,
     `  p50 latency ratio  ${fmt(c.p50Ratio, 2)}x`,
     `  p99 latency ratio  ${fmt(c.p99Ratio, 2)}x`,
-    `  req/s ratio        ${fmt(c.rpsRatio, 2)}x`,
+    `  req/s ratio        ${fmt(c.rpsRatio, 2)}x  (req/s ${c.num} - ${c.den} = ${fmt(c.rpsDelta, 1)})`,
     `  ${added} p50 = ${c.num}.p50 - ${c.den}.p50 = ${fmt(c.addedP50Ms)} ms`,
     `  ${added} p99 = ${c.num}.p99 - ${c.den}.p99 = ${fmt(c.addedP99Ms)} ms`,
   ].join('\n');
 }
 
+const sumValues = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
+
+export function streamTable(results: readonly StreamScenarioResult[]): string {
+  return table(
+    ['target', 'n', 'events', 'reads p50', 'TTFB p50', 'TTFB p99', 'last byte p50', 'per chunk p50', 'per chunk p99', 'non-2xx', 'bad', 'errors'],
+    results.map((r) => [
+      r.label,
+      String(r.ttfb.n),
+      r.events.min === r.events.max ? fmt(r.events.p50, 0) : `${fmt(r.events.min, 0)}-${fmt(r.events.max, 0)}`,
+      fmt(r.reads.p50, 0),
+      fmt(r.ttfb.p50),
+      fmt(r.ttfb.p99),
+      fmt(r.total.p50),
+      fmt(r.perChunk.p50, 4),
+      fmt(r.perChunk.p99, 4),
+      String(r.non2xx),
+      String(r.bad),
+      String(r.errors),
+    ]),
+  );
+}
+
+export function streamCpuTable(results: readonly StreamScenarioResult[], processNames: readonly string[]): string {
+  return table(
+    ['target', ...processNames, 'total', 'total/event'],
+    results.map((r) => {
+      const total = sumValues(r.cpuMsPerResp);
+      return [r.label, ...processNames.map((n) => fmt(r.cpuMsPerResp[n] ?? NaN)), fmt(total), fmt(total / r.events.p50, 4)];
+    }),
+  );
+}
+
+export function compareStream(results: readonly StreamScenarioResult[], spec: { name: string; what: string; num: string; den: string }): StreamComparison | null {
+  const a = results.find((r) => r.name === spec.num);
+  const b = results.find((r) => r.name === spec.den);
+  if (!a || !b) return null;
+  return {
+    ...spec,
+    addedTtfbP50Ms: a.ttfb.p50 - b.ttfb.p50,
+    addedTtfbP99Ms: a.ttfb.p99 - b.ttfb.p99,
+    addedPerChunkP50Ms: a.perChunk.p50 - b.perChunk.p50,
+    addedTotalP50Ms: a.total.p50 - b.total.p50,
+    numEvents: a.events.p50,
+    denEvents: b.events.p50,
+    addedCpuMsPerResp: sumValues(a.cpuMsPerResp) - sumValues(b.cpuMsPerResp),
+  };
+}
+
+export function streamComparisonBlock(c: StreamComparison): string {
+  return [
+    `${c.what}:`,
+    `  added TTFB p50       = ${c.num}.ttfb.p50 - ${c.den}.ttfb.p50 = ${fmt(c.addedTtfbP50Ms)} ms`,
+    `  added TTFB p99       = ${c.num}.ttfb.p99 - ${c.den}.ttfb.p99 = ${fmt(c.addedTtfbP99Ms)} ms`,
+    `  added per chunk p50  = ${c.num}.per_chunk.p50 - ${c.den}.per_chunk.p50 = ${fmt(c.addedPerChunkP50Ms, 4)} ms`,
+    `  added last byte p50  = ${fmt(c.addedTotalP50Ms)} ms`,
+    `  added CPU/response   = ${fmt(c.addedCpuMsPerResp)} ms (all processes)`,
+    `  data: events/response: ${c.num} ${fmt(c.numEvents, 0)}, ${c.den} ${fmt(c.denEvents, 0)}${c.numEvents === c.denEvents ? '' : '  (DIFFERENT: per-chunk times are not like for like)'}`,
+  ].join('\n');
+}
+
+/**
+ * One row per command, per gateway three columns: calls per request from
+ * commandstats, and from MONITOR how many of them a client sent (round trips)
+ * and how many ran inside scripts. Then the totals and the idle window.
+ */
+export function redisCallsTable(results: readonly RedisCallsResult[]): string {
+  const cmds = [...new Set(results.flatMap((r) => [...Object.keys(r.calls), ...Object.keys(r.clientCalls), ...Object.keys(r.scriptCalls)]))].sort(
+    (a, b) => Number(b.startsWith('eval')) - Number(a.startsWith('eval')) || a.localeCompare(b),
+  );
+  const head = ['command'];
+  for (const r of results) head.push(`${r.label}: calls/req`, 'sent/req', 'in scripts/req');
+  const per = (rec: Record<string, number>, c: string, r: RedisCallsResult) => fmt((rec[c] ?? 0) / r.requests, 3);
+  const rows: string[][] = cmds.map((c) => [c, ...results.flatMap((r) => [per(r.calls, c, r), per(r.clientCalls, c, r), per(r.scriptCalls, c, r)])]);
+  rows.push([
+    'all',
+    ...results.flatMap((r) => [fmt(sumValues(r.calls) / r.requests, 3), fmt(sumValues(r.clientCalls) / r.requests, 3), fmt(sumValues(r.scriptCalls) / r.requests, 3)]),
+  ]);
+  const lines = [table(head, rows)];
+  for (const r of results) {
+    const idle = Object.entries(r.idleCalls);
+    lines.push(
+      `${r.label}: ${r.requests} requests in ${fmt(r.windowMs, 0)} ms; round trips per request (commands sent by the sidecar, MONITOR) = ${fmt(sumValues(r.clientCalls) / r.requests, 3)}; ` +
+        `idle window as long: ${idle.length ? idle.map(([k, v]) => `${k} ${v}`).join(', ') : 'no commands'}`,
+    );
+  }
+  return lines.join('\n');
+}
+
 const round = (v: number, digits: number) => (Number.isFinite(v) ? Number(v.toFixed(digits)) : null);
 
 /** Numbers rounded for the JSON line (non-finite -> null). */
+const statsJson = (l: LatencyStats, digits = 4) => ({
+  n: l.n,
+  min: round(l.min, digits),
+  mean: round(l.mean, digits),
+  p50: round(l.p50, digits),
+  p90: round(l.p90, digits),
+  p99: round(l.p99, digits),
+  max: round(l.max, digits),
+});
+
 export function jsonSummary(summary: {
   time: string;
   machine: Record<string, unknown>;
   params: Record<string, unknown>;
   results: readonly ScenarioResult[];
   comparisons: readonly Comparison[];
+  streams?: readonly StreamScenarioResult[];
+  streamComparisons?: readonly StreamComparison[];
+  redis?: readonly RedisCallsResult[];
 }): string {
   const results: Record<string, unknown> = {};
   for (const r of summary.results) {
@@ -167,7 +323,46 @@ export function jsonSummary(summary: {
       rps_ratio: round(c.rpsRatio, 3),
       added_p50_ms: round(c.addedP50Ms, 4),
       added_p99_ms: round(c.addedP99Ms, 4),
+      rps_delta: round(c.rpsDelta, 1),
     };
   }
-  return `BENCH_JSON ${JSON.stringify({ time: summary.time, machine: summary.machine, params: summary.params, results, comparisons })}`;
+  const streams: Record<string, unknown> = {};
+  for (const r of summary.streams ?? []) {
+    streams[r.name] = {
+      tokens: r.tokens,
+      chunk_delay_ms: r.chunkDelayMs,
+      events: { min: r.events.min, p50: r.events.p50, max: r.events.max, expected: r.expectedEvents },
+      reads_p50: r.reads.p50,
+      ttfb_ms: statsJson(r.ttfb),
+      last_byte_ms: statsJson(r.total),
+      per_chunk_ms: statsJson(r.perChunk, 5),
+      non2xx: r.non2xx,
+      bad: r.bad,
+      errors: r.errors,
+      cpu_ms_per_resp: Object.fromEntries(Object.entries(r.cpuMsPerResp).map(([k, v]) => [k, round(v, 4)])),
+    };
+  }
+  for (const c of summary.streamComparisons ?? []) {
+    comparisons[c.name] = {
+      added_ttfb_p50_ms: round(c.addedTtfbP50Ms, 4),
+      added_ttfb_p99_ms: round(c.addedTtfbP99Ms, 4),
+      added_per_chunk_p50_ms: round(c.addedPerChunkP50Ms, 5),
+      added_last_byte_p50_ms: round(c.addedTotalP50Ms, 4),
+      added_cpu_ms_per_resp: round(c.addedCpuMsPerResp, 4),
+      events: { [c.num]: c.numEvents, [c.den]: c.denEvents },
+    };
+  }
+  const redis: Record<string, unknown> = {};
+  for (const r of summary.redis ?? []) {
+    redis[r.scenario] = {
+      requests: r.requests,
+      calls_per_req: Object.fromEntries(Object.entries(r.calls).map(([k, v]) => [k, round(v / r.requests, 4)])),
+      sent_per_req: Object.fromEntries(Object.entries(r.clientCalls).map(([k, v]) => [k, round(v / r.requests, 4)])),
+      in_scripts_per_req: Object.fromEntries(Object.entries(r.scriptCalls).map(([k, v]) => [k, round(v / r.requests, 4)])),
+      round_trips_per_req: round(sumValues(r.clientCalls) / r.requests, 4),
+      idle_calls: r.idleCalls,
+      window_ms: round(r.windowMs, 0),
+    };
+  }
+  return `BENCH_JSON ${JSON.stringify({ time: summary.time, machine: summary.machine, params: summary.params, results, streams, comparisons, redis_calls: redis })}`;
 }

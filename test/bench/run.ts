@@ -1,20 +1,32 @@
 /**
- * `npm run bench`: non-streaming chat completions, in ONE run, against
+ * `npm run bench`: chat completions, in ONE run, against
  *   (a) the upstream simulator directly,
  *   (b) Envoy with only the router filter (same listener/route/cluster shape),
- *   (c) the full gateway,
- * then the (c)/(b) ratios. Latency comes from a sequential keep-alive client
- * with hrtime timing (latency.ts, sub-ms resolution), interleaved in rounds
- * across the targets; throughput from autocannon, back-to-back per target.
+ *   (c) the full gateway (memory store),
+ *   (c') the full gateway on the redis store, credit check off,
+ *   (d) the full gateway on the redis store, credit check on,
+ * non-streaming (a..d) and streaming (b, c), then the comparisons: (c)/(b),
+ * (d)/(c'), streaming (c)-(b). Unary latency comes from a sequential
+ * keep-alive client with hrtime timing (latency.ts, sub-ms resolution),
+ * interleaved in rounds across the targets; throughput from autocannon,
+ * back-to-back per target. Streaming: a sequential keep-alive client timing
+ * the first and the last body byte (TTFB, time per chunk), interleaved the
+ * same way, with CPU per response from /proc. Redis commands per request of
+ * the redis-store gateways from INFO commandstats.
  *
  * Environment:
  *   BENCH_SECONDS        autocannon run per target, seconds (default 5)
  *   BENCH_CONNECTIONS    autocannon connections (default 10)
- *   BENCH_REQUESTS       sequential latency requests per target (default 2000)
+ *   BENCH_REQUESTS       sequential latency requests per unary target (default 2000)
+ *   BENCH_STREAM_REQUESTS sequential streamed requests per streaming target, chunks 0 ms apart (default 300)
+ *   BENCH_STREAM_PACED_REQUESTS the same for the paced streaming targets, chunks 5 ms apart
+ *                        (default max(20, STREAM_REQUESTS/3); 0 leaves the paced rows out)
  *   BENCH_ROUNDS         interleaved rounds the latency requests are split into (default 5)
- *   BENCH_WARMUP         sequential warm-up requests per target (default min(200, max(20, REQUESTS/10)))
+ *   BENCH_WARMUP         sequential warm-up requests per unary target (default min(200, max(20, REQUESTS/10)));
+ *                        streaming targets warm up with min(50, max(5, n/10)) of their own requests
  *   BENCH_WARMUP_SECONDS autocannon warm-up per target before its measured run (default 1)
- *   BENCH_SCENARIOS      comma-separated subset of scenario names (default all: direct,bare,gateway)
+ *   BENCH_SCENARIOS      comma-separated subset of scenario names (default all; see scenarios.ts).
+ *                        The redis/credit gateways are only started when a selected scenario needs them.
  *   BENCH_ECHO=1         echo the processes' output
  *
  * Ends with one `BENCH_JSON {...}` line for comparing runs.
@@ -23,20 +35,65 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import autocannon from 'autocannon';
-import { SequentialClient, emptySample, latencyStats, type LatencySample } from './latency.js';
+import {
+  SequentialClient,
+  StreamClient,
+  emptySample,
+  emptyStreamSample,
+  latencyStats,
+  type LatencySample,
+  type StreamSample,
+} from './latency.js';
+import { diffCalls, type CommandCalls, type MonitoredCalls } from './redis-stats.js';
 import {
   comparisonBlock,
   compare,
+  fmt,
+  compareStream,
   cpuTable,
   jsonSummary,
   latencyTable,
+  redisCallsTable,
+  streamComparisonBlock,
+  streamCpuTable,
+  streamTable,
   throughputTable,
   type Comparison,
+  type RedisCallsResult,
   type ScenarioResult,
+  type StreamComparison,
+  type StreamScenarioResult,
   type ThroughputResult,
 } from './report.js';
-import { COMPARISONS, SCENARIOS, USER_MESSAGE, type Scenario } from './scenarios.js';
-import { installCleanupHandlers, interrupted, reapChildren, startTargets, stopTargets, type Targets } from './targets.js';
+import {
+  COMPARISONS,
+  PACED_DELAY_MS,
+  PACED_TOKENS,
+  SCENARIOS,
+  STREAM_COMPARISONS,
+  STREAM_TOKENS,
+  USER_MESSAGE,
+  streamMessage,
+  type Scenario,
+  type StreamScenario,
+  type UnaryScenario,
+} from './scenarios.js';
+import {
+  GATEWAY_VARIANTS,
+  installCleanupHandlers,
+  interrupted,
+  reapChildren,
+  removeBenchRoot,
+  startTargets,
+  stopTargets,
+  type GatewayVariant,
+  type Targets,
+} from './targets.js';
+
+/** Requests per redis-store gateway for counting Redis commands per request. */
+const REDIS_PROBE_REQUESTS = 200;
+/** Wait after the last probe request, so its settlement (written after the response) is counted. */
+const REDIS_SETTLE_WAIT_MS = 150;
 
 function envInt(name: string, fallback: number, min = 1): number {
   const raw = process.env[name];
@@ -58,6 +115,8 @@ interface Params {
   readonly seconds: number;
   readonly connections: number;
   readonly requests: number;
+  readonly streamRequests: number;
+  readonly pacedRequests: number;
   readonly rounds: number;
   readonly warmup: number;
   readonly warmupSeconds: number;
@@ -66,16 +125,25 @@ interface Params {
 
 function readParams(): Params {
   const requests = envInt('BENCH_REQUESTS', 2000);
+  const streamRequests = envInt('BENCH_STREAM_REQUESTS', 300);
+  const pacedRequests = envInt('BENCH_STREAM_PACED_REQUESTS', Math.max(20, Math.ceil(streamRequests / 3)), 0);
   const names = (process.env.BENCH_SCENARIOS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   for (const n of names) if (!SCENARIOS.some((s) => s.name === n)) throw new Error(`BENCH_SCENARIOS: unknown scenario ${n} (have ${SCENARIOS.map((s) => s.name).join(', ')})`);
+  if (pacedRequests === 0) {
+    const paced = names.filter((n) => SCENARIOS.some((s) => s.name === n && s.kind === 'stream' && s.loop === 'paced'));
+    if (paced.length) throw new Error(`BENCH_SCENARIOS names ${paced.join(', ')} but BENCH_STREAM_PACED_REQUESTS is 0`);
+  }
+  const all = SCENARIOS.filter((s) => pacedRequests > 0 || s.kind !== 'stream' || s.loop !== 'paced').map((s) => s.name);
   return {
     seconds: envNum('BENCH_SECONDS', 5, 0.1),
     connections: envInt('BENCH_CONNECTIONS', 10),
     requests,
-    rounds: Math.min(envInt('BENCH_ROUNDS', 5), requests),
+    streamRequests,
+    pacedRequests,
+    rounds: envInt('BENCH_ROUNDS', 5),
     warmup: envInt('BENCH_WARMUP', Math.min(200, Math.max(20, Math.ceil(requests / 10))), 0),
     warmupSeconds: envNum('BENCH_WARMUP_SECONDS', 1, 0),
-    scenarios: names.length ? names : SCENARIOS.map((s) => s.name),
+    scenarios: names.length ? names : all,
   };
 }
 
@@ -111,6 +179,25 @@ function cpuSnapshot(pids: Record<string, number | undefined>): Record<string, n
 
 // ---- phases ----
 
+function addCpu(into: Record<string, number>, before: Record<string, number>, after: Record<string, number>): void {
+  for (const [name, v] of Object.entries(after)) into[name] = (into[name] ?? 0) + (v - (before[name] ?? NaN));
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * n requests per runner, split into interleaved rounds with the order rotated
+ * each round, so drift (thermal, GC, other load) hits every target alike.
+ */
+async function interleaved(runners: ReadonlyArray<(n: number) => Promise<unknown>>, requests: number, rounds: number): Promise<void> {
+  const r = Math.max(1, Math.min(rounds, requests));
+  const base = Math.floor(requests / r);
+  for (let round = 0; round < r; round++) {
+    const n = round === r - 1 ? requests - base * (r - 1) : base;
+    for (let i = 0; i < runners.length; i++) await runners[(i + round) % runners.length]!(n);
+  }
+}
+
 async function smokeCheck(t: Targets, scenarios: readonly Scenario[]): Promise<void> {
   for (const s of scenarios) {
     const client = new SequentialClient(s.request(t));
@@ -124,31 +211,119 @@ async function smokeCheck(t: Targets, scenarios: readonly Scenario[]): Promise<v
   }
 }
 
-async function latencyPhase(t: Targets, scenarios: readonly Scenario[], p: Params): Promise<Map<string, LatencySample>> {
+async function latencyPhase(t: Targets, scenarios: readonly UnaryScenario[], p: Params): Promise<Map<string, LatencySample>> {
   const clients = new Map(scenarios.map((s) => [s.name, new SequentialClient(s.request(t))]));
   const samples = new Map(scenarios.map((s) => [s.name, emptySample()]));
   try {
     for (const s of scenarios) await clients.get(s.name)!.run(p.warmup, emptySample());
-    // Interleaved rounds, order rotated each round, so drift (thermal, GC, other load) hits every target alike.
-    const base = Math.floor(p.requests / p.rounds);
-    for (let round = 0; round < p.rounds; round++) {
-      const n = round === p.rounds - 1 ? p.requests - base * (p.rounds - 1) : base;
-      for (let i = 0; i < scenarios.length; i++) {
-        const s = scenarios[(i + round) % scenarios.length]!;
-        await clients.get(s.name)!.run(n, samples.get(s.name)!);
-      }
-    }
+    await interleaved(
+      scenarios.map((s) => (n: number) => clients.get(s.name)!.run(n, samples.get(s.name)!)),
+      p.requests,
+      p.rounds,
+    );
   } finally {
     for (const c of clients.values()) c.close();
   }
   return samples;
 }
 
-async function throughputRun(t: Targets, s: Scenario, p: Params): Promise<ThroughputResult> {
+/** Sequential streamed requests, interleaved; CPU of the scenario's processes summed over its own runs. */
+async function streamPhase(t: Targets, scenarios: readonly StreamScenario[], requests: number, p: Params): Promise<Map<string, StreamSample>> {
+  const clients = new Map(scenarios.map((s) => [s.name, new StreamClient(s.request(t), s.checkEach)]));
+  const samples = new Map(scenarios.map((s) => [s.name, emptyStreamSample()]));
+  const warmup = Math.min(50, Math.max(5, Math.ceil(requests / 10)));
+  try {
+    for (const s of scenarios) await clients.get(s.name)!.run(warmup);
+    await interleaved(
+      scenarios.map((s) => async (n: number) => {
+        const sample = samples.get(s.name)!;
+        const pids = t.pids(s.gateway);
+        const before = cpuSnapshot(pids);
+        await clients.get(s.name)!.run(n, sample);
+        addCpu(sample.cpuMs, before, cpuSnapshot(pids));
+      }),
+      requests,
+      p.rounds,
+    );
+  } finally {
+    for (const c of clients.values()) c.close();
+  }
+  return samples;
+}
+
+function streamResult(s: StreamScenario, sample: StreamSample): StreamScenarioResult {
+  const n = sample.ttfbMs.length;
+  return {
+    name: s.name,
+    label: s.label,
+    tokens: s.tokens,
+    chunkDelayMs: s.chunkDelayMs,
+    expectedEvents: s.expectedEvents,
+    ttfb: latencyStats(sample.ttfbMs),
+    total: latencyStats(sample.totalMs),
+    perChunk: latencyStats(sample.perChunkMs),
+    events: latencyStats(sample.events),
+    reads: latencyStats(sample.reads),
+    non2xx: sample.non2xx,
+    errors: sample.errors,
+    bad: sample.bad,
+    firstProblem: sample.firstProblem,
+    // Per measured response; the few non-measured ones (failures) are in the CPU too, they make it an upper bound.
+    cpuMsPerResp: Object.fromEntries(Object.entries(sample.cpuMs).map(([k, v]) => [k, n > 0 ? v / n : NaN])),
+  };
+}
+
+/**
+ * Redis commands per request of one redis-store gateway: INFO commandstats
+ * before and after REDIS_PROBE_REQUESTS sequential requests (plus a short wait
+ * for the last settlement), then over an idle window as long (background
+ * work: reaper, journal retry), which the per-request figures still contain.
+ */
+async function redisProbe(t: Targets, s: UnaryScenario, variant: GatewayVariant): Promise<RedisCallsResult & { failures: number; firstProblem: string | null }> {
+  const probe = t.variant(variant).redis;
+  const client = new SequentialClient(s.request(t));
+  const sample = emptySample();
+  let calls: CommandCalls;
+  let idle: CommandCalls;
+  let monitored: MonitoredCalls;
+  let windowMs: number;
+  try {
+    await client.run(5); // connection up, key cached
+    await sleep(REDIS_SETTLE_WAIT_MS);
+    const monitor = await probe.monitor();
+    const before = await probe.commandCalls();
+    const t0 = performance.now();
+    await client.run(REDIS_PROBE_REQUESTS, sample);
+    await sleep(REDIS_SETTLE_WAIT_MS);
+    const after = await probe.commandCalls();
+    windowMs = performance.now() - t0;
+    monitored = await monitor.stop();
+    calls = diffCalls(before, after);
+    const idleBefore = await probe.commandCalls();
+    await sleep(windowMs);
+    idle = diffCalls(idleBefore, await probe.commandCalls());
+  } finally {
+    client.close();
+  }
+  return {
+    scenario: s.name,
+    label: s.label,
+    requests: REDIS_PROBE_REQUESTS,
+    windowMs,
+    calls: Object.fromEntries(calls),
+    idleCalls: Object.fromEntries(idle),
+    clientCalls: Object.fromEntries(monitored.client),
+    scriptCalls: Object.fromEntries(monitored.script),
+    failures: sample.non2xx + sample.errors,
+    firstProblem: sample.firstProblem,
+  };
+}
+
+async function throughputRun(t: Targets, s: UnaryScenario, p: Params): Promise<ThroughputResult> {
   const req = s.request(t);
   const opts = { url: req.url, method: req.method as 'POST', headers: { ...req.headers }, body: req.body, connections: p.connections };
   if (p.warmupSeconds > 0) await autocannon({ ...opts, duration: p.warmupSeconds });
-  const pids = t.pids();
+  const pids = t.pids(s.gateway);
   const before = cpuSnapshot(pids);
   const r = await autocannon({ ...opts, duration: p.seconds });
   const after = cpuSnapshot(pids);
@@ -176,6 +351,10 @@ async function throughputRun(t: Targets, s: Scenario, p: Params): Promise<Throug
 async function main(): Promise<number> {
   const p = readParams();
   const scenarios = SCENARIOS.filter((s) => p.scenarios.includes(s.name));
+  const unary = scenarios.filter((s): s is UnaryScenario => s.kind === 'unary');
+  const streams = scenarios.filter((s): s is StreamScenario => s.kind === 'stream' && s.loop === 'stream');
+  const paced = scenarios.filter((s): s is StreamScenario => s.kind === 'stream' && s.loop === 'paced');
+  const variants = [...new Set(scenarios.flatMap((s) => (s.gateway ? [s.gateway] : [])))];
   const cpus = os.cpus();
   const machine = {
     cpus: cpus.length,
@@ -190,8 +369,10 @@ async function main(): Promise<number> {
   installCleanupHandlers();
   let targets: Targets;
   try {
-    process.stdout.write('bench: starting simulator, account service, sidecar, gateway Envoy and bare Envoy...\n');
-    targets = await startTargets({ echo: process.env.BENCH_ECHO === '1' });
+    process.stdout.write(
+      `bench: starting simulator, account service, sidecar, gateway Envoy and bare Envoy${variants.length ? `, then the ${variants.join(' and ')} gateway(s) with redis-server` : ''}...\n`,
+    );
+    targets = await startTargets({ echo: process.env.BENCH_ECHO === '1', variants });
   } catch (err) {
     if (!interrupted()) await stopTargets();
     throw err;
@@ -203,6 +384,11 @@ async function main(): Promise<number> {
       seconds: p.seconds,
       connections: p.connections,
       requests: p.requests,
+      stream_requests: p.streamRequests,
+      stream_paced_requests: p.pacedRequests,
+      stream_tokens: STREAM_TOKENS,
+      stream_paced: { tokens: PACED_TOKENS, chunk_delay_ms: PACED_DELAY_MS },
+      redis_probe_requests: REDIS_PROBE_REQUESTS,
       rounds: p.rounds,
       warmup: p.warmup,
       warmup_seconds: p.warmupSeconds,
@@ -212,33 +398,61 @@ async function main(): Promise<number> {
     };
     const out: string[] = [];
     out.push('');
-    out.push('== Inference gateway benchmark: non-streaming POST /v1/chat/completions ==');
+    out.push('== Inference gateway benchmark: POST /v1/chat/completions, non-streaming and streaming ==');
     out.push(`machine : ${machine.cpus} x ${machine.cpu_model}, ${machine.mem_gb} GiB, ${machine.platform}, load avg ${machine.loadavg_at_start.join(' ')}`);
     out.push(`node    : ${machine.node}`);
-    out.push(`envoy   : ${targets.envoyVersion} (${targets.envoyBin}), --concurrency ${targets.envoyConcurrency} for both Envoys`);
+    out.push(`envoy   : ${targets.envoyVersion} (${targets.envoyBin}), --concurrency ${targets.envoyConcurrency} for every Envoy`);
     out.push(
       `params  : latency = ${p.requests} sequential requests/target on 1 keep-alive connection, ${p.rounds} interleaved rounds, ${p.warmup} warm-up requests; ` +
         `throughput = autocannon ${p.connections} connections x ${p.seconds} s/target after ${p.warmupSeconds} s warm-up`,
     );
-    out.push(`request : {"model": "sim-core-1" (a,b) | "svc-core" (c), "messages": [{"role": "user", "content": ${JSON.stringify(USER_MESSAGE)}}]}`);
+    out.push(`request : {"model": "sim-core-1" (a,b) | "svc-core" (c,d), "messages": [{"role": "user", "content": ${JSON.stringify(USER_MESSAGE)}}]}`);
     out.push(
-      `caveat  : ${machine.cpus} CPU(s) shared by the load generator (this process), both Envoys, the sidecar, the account service and the simulator; ` +
-        'absolute numbers are this box only, compare ratios and runs on the same box. This process also drains every child\'s stdout (both Envoys write one access-log line per request).',
+      `stream  : same + "stream": true, "stream_options": {"include_usage": true}, content ${JSON.stringify(streamMessage(STREAM_TOKENS, 0))}; ` +
+        `${p.streamRequests} sequential requests/target` +
+        (p.pacedRequests > 0 ? `; paced: ${JSON.stringify(streamMessage(PACED_TOKENS, PACED_DELAY_MS))}, ${p.pacedRequests} requests/target` : ''),
+    );
+    out.push(`gateways: main: memory store, credit check off (the stack the integration tests start), used by (c) and the streaming rows`);
+    for (const v of targets.variants) {
+      const rows = unary.filter((s) => s.gateway === v.name).map((s) => s.label.split(' ')[0]);
+      out.push(`          ${v.name}: ${v.describe}; own simulator, account service, sidecar, Envoy, redis-server${rows.length ? `; used by ${rows.join(', ')}` : ''}`);
+    }
+    out.push(
+      `caveat  : ${machine.cpus} CPU(s) shared by the load generator (this process), every Envoy, sidecar, account service, simulator (and redis-server) of the run; ` +
+        'absolute numbers are this box only, compare ratios and runs on the same box. This process also drains every child\'s stdout (every Envoy writes one access-log line per request). ' +
+        'The gateways not being measured sit idle meanwhile.',
     );
     process.stdout.write(`${out.join('\n')}\n\n`);
 
     await smokeCheck(targets, scenarios);
 
-    process.stdout.write('bench: latency phase (sequential)...\n');
-    const samples = await latencyPhase(targets, scenarios, p);
+    if (unary.length > 0) process.stdout.write('bench: latency phase (sequential)...\n');
+    const samples = await latencyPhase(targets, unary, p);
+
+    const streamSamples = new Map<string, StreamSample>();
+    if (streams.length > 0) {
+      process.stdout.write('bench: streaming phase (sequential)...\n');
+      for (const [k, v] of await streamPhase(targets, streams, p.streamRequests, p)) streamSamples.set(k, v);
+    }
+    if (paced.length > 0) {
+      process.stdout.write('bench: paced streaming phase (sequential)...\n');
+      for (const [k, v] of await streamPhase(targets, paced, p.pacedRequests, p)) streamSamples.set(k, v);
+    }
+
+    const redisCalls: Array<Awaited<ReturnType<typeof redisProbe>>> = [];
+    for (const s of unary) {
+      if (!s.gateway) continue;
+      process.stdout.write(`bench: redis commandstats ${s.label}...\n`);
+      redisCalls.push(await redisProbe(targets, s, s.gateway));
+    }
 
     const through = new Map<string, ThroughputResult>();
-    for (const s of scenarios) {
+    for (const s of unary) {
       process.stdout.write(`bench: throughput phase ${s.label}...\n`);
       through.set(s.name, await throughputRun(targets, s, p));
     }
 
-    const results: ScenarioResult[] = scenarios.map((s) => {
+    const results: ScenarioResult[] = unary.map((s) => {
       const sample = samples.get(s.name)!;
       return {
         name: s.name,
@@ -248,26 +462,71 @@ async function main(): Promise<number> {
       };
     });
     const comparisons = COMPARISONS.map((c) => compare(results, c)).filter((c): c is Comparison => c !== null);
+    const streamResults = [...streams, ...paced].map((s) => streamResult(s, streamSamples.get(s.name)!));
+    const streamComparisons = STREAM_COMPARISONS.map((c) => compareStream(streamResults, c)).filter((c): c is StreamComparison => c !== null);
 
-    const lines: string[] = [''];
-    lines.push(`Latency: sequential client, 1 keep-alive connection, hrtime per request (send -> last body byte), 2xx only`);
-    lines.push(latencyTable(results));
-    lines.push('');
-    lines.push(`Throughput: autocannon, ${p.connections} connections, ${p.seconds} s per target (* autocannon latency, whole ms)`);
-    lines.push(throughputTable(results));
-    lines.push('');
-    const procNames = ['bench', 'simulator', 'envoy-bare', 'envoy', 'sidecar', 'account'];
-    lines.push('CPU ms per request during the throughput run, by process (from /proc; 10 ms tick resolution)');
-    lines.push(cpuTable(results, procNames));
+    const lines: string[] = [];
+    if (results.length > 0) {
+      lines.push('');
+      lines.push(`Latency: sequential client, 1 keep-alive connection, hrtime per request (send -> last body byte), 2xx only`);
+      lines.push(latencyTable(results));
+      lines.push('');
+      lines.push(`Throughput: autocannon, ${p.connections} connections, ${p.seconds} s per target (* autocannon latency, whole ms)`);
+      lines.push(throughputTable(results));
+      lines.push('');
+      const procNames = ['bench', 'simulator', 'envoy-bare', 'envoy', 'sidecar', 'account', ...(targets.variants.length ? ['redis'] : [])];
+      lines.push('CPU ms per request during the throughput run, by process (from /proc; 10 ms tick resolution; each gateway row: that gateway\'s own processes)');
+      lines.push(cpuTable(results, procNames));
+    }
     for (const c of comparisons) {
       lines.push('');
       lines.push(comparisonBlock(c));
     }
-    const problems = results.filter((r) => r.latency.firstProblem !== null);
-    for (const r of problems) lines.push(`\n${r.label}: first problem: ${r.latency.firstProblem}`);
-    const failed = results.filter((r) => r.latency.non2xx + r.latency.errors + r.throughput.non2xx + r.throughput.errors > 0);
+    if (redisCalls.length > 0) {
+      lines.push('');
+      lines.push(
+        `Redis commands per request: calls/req = INFO commandstats of the gateway's own redis-server, before/after ${REDIS_PROBE_REQUESTS} sequential requests + ${REDIS_SETTLE_WAIT_MS} ms ` +
+          '(commandstats counts the commands Lua scripts run too); sent/req and in scripts/req = the same window seen through MONITOR, split by source; ' +
+          'sent/req = round trips unless pipelined; the probe\'s own INFO/ECHO not counted',
+      );
+      lines.push(redisCallsTable(redisCalls));
+    }
+    if (streamResults.length > 0) {
+      lines.push('');
+      lines.push(
+        'Streaming: sequential client, 1 keep-alive connection, hrtime from the request write; TTFB = first body byte, last byte = last body byte, ' +
+          'per chunk = (last byte - first byte) / (data: events - 1); events include data: [DONE]; reads = socket reads the client saw; ms',
+      );
+      lines.push(streamTable(streamResults));
+      for (const r of streamResults) {
+        if (r.reads.p50 * 2 <= r.events.p50) {
+          lines.push(
+            `note: ${r.label}: the ${fmt(r.events.p50, 0)} events arrived in p50 ${fmt(r.reads.p50, 0)} socket read(s), i.e. coalesced on the way; ` +
+              `its per-chunk time is how fast a batch drains, not a gap between chunks (${paced.length ? 'compare the paced rows, and ' : 'see '}CPU per event below)`,
+          );
+        }
+      }
+      lines.push('');
+      lines.push('CPU ms per streamed response during the sequential streaming loop, by process (from /proc; 10 ms tick resolution, summed over the rounds)');
+      lines.push(streamCpuTable(streamResults, ['bench', 'simulator', 'envoy-bare', 'envoy', 'sidecar', 'account']));
+      for (const c of streamComparisons) {
+        lines.push('');
+        lines.push(streamComparisonBlock(c));
+      }
+    }
+    const problems = [
+      ...results.filter((r) => r.latency.firstProblem !== null).map((r) => [r.label, r.latency.firstProblem] as const),
+      ...streamResults.filter((r) => r.firstProblem !== null).map((r) => [r.label, r.firstProblem] as const),
+      ...redisCalls.filter((r) => r.firstProblem !== null).map((r) => [`${r.label} (redis probe)`, r.firstProblem] as const),
+    ];
+    for (const [label, problem] of problems) lines.push(`\n${label}: first problem: ${problem}`);
+    const failed = [
+      ...results.filter((r) => r.latency.non2xx + r.latency.errors + r.throughput.non2xx + r.throughput.errors > 0).map((r) => r.name),
+      ...streamResults.filter((r) => r.non2xx + r.errors + r.bad > 0).map((r) => r.name),
+      ...redisCalls.filter((r) => r.failures > 0).map((r) => `${r.scenario} (redis probe)`),
+    ];
     if (failed.length > 0) {
-      lines.push(`\nWARNING: errors or non-2xx responses in: ${failed.map((r) => r.name).join(', ')}`);
+      lines.push(`\nWARNING: errors, bad streams or non-2xx responses in: ${failed.join(', ')}`);
       const tally = [...targets.accessLogProblems()].sort((a, b) => b[1] - a[1]);
       if (tally.length > 0) {
         lines.push('recent non-2xx Envoy access-log entries (process status flags details: count; status 0 DC = cut off at the end of a run):');
@@ -279,7 +538,16 @@ async function main(): Promise<number> {
     lines.push(`\nload avg at end: ${loadEnd.join(' ')} (at start: ${machine.loadavg_at_start.join(' ')}; anything else running on this box skews the numbers)`);
     lines.push('');
     lines.push(
-      jsonSummary({ time: new Date().toISOString(), machine: { ...machine, loadavg_at_end: loadEnd, envoy: targets.envoyVersion }, params, results, comparisons }),
+      jsonSummary({
+        time: new Date().toISOString(),
+        machine: { ...machine, loadavg_at_end: loadEnd, envoy: targets.envoyVersion },
+        params: { ...params, gateways: Object.fromEntries(targets.variants.map((v) => [v.name, GATEWAY_VARIANTS[v.name].describe])) },
+        results,
+        comparisons,
+        streams: streamResults,
+        streamComparisons,
+        redis: redisCalls.map(({ failures: _f, firstProblem: _p, ...r }) => r),
+      }),
     );
     process.stdout.write(`${lines.join('\n')}\n`);
   } catch (err) {
@@ -291,6 +559,7 @@ async function main(): Promise<number> {
   }
   if (interrupted()) return 130;
   const leftovers = await reapChildren();
+  removeBenchRoot();
   if (leftovers.length > 0) {
     process.stderr.write(`bench: had to signal leftover child processes:\n  ${leftovers.join('\n  ')}\n`);
     exitCode = 1;
@@ -307,6 +576,8 @@ main().then(
   (err: unknown) => {
     if (interrupted()) return; // the signal handler is stopping everything and exits
     process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
-    void reapChildren().finally(() => process.exit(1));
+    void reapChildren()
+      .then(() => removeBenchRoot())
+      .finally(() => process.exit(1));
   },
 );

@@ -1,24 +1,47 @@
 /**
  * The scenario table. Each row is one thing measured: a target and the
- * request sent to it. To add a scenario (streaming, credit check on, ...),
- * add a row here; if it needs a different target (e.g. a gateway started with
- * billing enabled), add that target to targets.ts and reference it from the
- * request builder. `kind` is there so a streaming scenario can be measured
- * differently (time to first byte) without touching the unary ones.
+ * request sent to it. To add a scenario, add a row here; if it needs a
+ * different gateway (e.g. one started with the credit check on), add that
+ * variant to GATEWAY_VARIANTS in targets.ts and name it in `gateway`.
+ *
+ * `kind` decides how a row is measured:
+ *   unary   sequential latency (send -> last byte) + autocannon throughput;
+ *   stream  sequential streaming client: time to first body byte, time per
+ *           chunk, CPU per response (no autocannon).
  */
 import type { RequestSpec } from './latency.js';
-import type { Targets } from './targets.js';
+import type { GatewayVariant, Targets } from './targets.js';
 
-export interface Scenario {
+interface ScenarioBase {
   /** Short id, used in BENCH_JSON and BENCH_SCENARIOS. */
   readonly name: string;
   /** Human label for the tables. */
   readonly label: string;
-  readonly kind: 'unary';
+  /** The full gateway this row needs started (default: none beyond the main one). */
+  readonly gateway?: GatewayVariant;
   readonly request: (t: Targets) => RequestSpec;
-  /** Checks one successful response body before measuring; returns a problem or null. */
+  /** Checks one successful response body before measuring (smoke request); returns a problem or null. */
   readonly check: (status: number, body: string) => string | null;
 }
+
+export interface UnaryScenario extends ScenarioBase {
+  readonly kind: 'unary';
+}
+
+export interface StreamScenario extends ScenarioBase {
+  readonly kind: 'stream';
+  /** Which request-count knob applies: BENCH_STREAM_REQUESTS or BENCH_STREAM_PACED_REQUESTS. */
+  readonly loop: 'stream' | 'paced';
+  /** `#sim:tokens` and `#sim:chunk-delay` of the request. */
+  readonly tokens: number;
+  readonly chunkDelayMs: number;
+  /** `data:` events a complete response has (role, content x tokens, finish, usage, [DONE]). */
+  readonly expectedEvents: number;
+  /** Cheap per-response check for the measured loop (after the timing). */
+  readonly checkEach: (status: number, body: string, events: number) => string | null;
+}
+
+export type Scenario = UnaryScenario | StreamScenario;
 
 export const USER_MESSAGE = 'Say hello in one short sentence.';
 
@@ -43,15 +66,107 @@ function chatCompletion(expectedModel: string) {
   };
 }
 
+/** The user message of a streamed request: the simulator directives shape the stream. */
+export function streamMessage(tokens: number, chunkDelayMs: number): string {
+  return `${USER_MESSAGE} #sim:tokens=${tokens} #sim:chunk-delay=${chunkDelayMs}`;
+}
+
+/** Streamed chat; include_usage in every case, so bare Envoy and the gateway answer the same events. */
+export function streamBody(model: string, tokens: number, chunkDelayMs: number): string {
+  return JSON.stringify({
+    model,
+    stream: true,
+    stream_options: { include_usage: true },
+    messages: [{ role: 'user', content: streamMessage(tokens, chunkDelayMs) }],
+  });
+}
+
+/** A complete streamed reply: the expected event count, every chunk for `expectedModel`, a usage chunk, [DONE] last. */
+function chatStream(expectedModel: string, expectedEvents: number) {
+  return (status: number, body: string): string | null => {
+    if (status !== 200) return `HTTP ${status}: ${body.slice(0, 300)}`;
+    const events = body
+      .split('\n\n')
+      .map((e) => e.trim())
+      .filter(Boolean);
+    const data: string[] = [];
+    for (const e of events) {
+      for (const line of e.split('\n')) if (line.startsWith('data:')) data.push(line.slice(5).trim());
+    }
+    if (data.length !== expectedEvents) return `${data.length} data events, expected ${expectedEvents}: ${body.slice(0, 300)}`;
+    if (data[data.length - 1] !== '[DONE]') return `last event is ${JSON.stringify(data[data.length - 1]?.slice(0, 100))}, not [DONE]`;
+    let usage = false;
+    for (const d of data.slice(0, -1)) {
+      let json: any;
+      try {
+        json = JSON.parse(d);
+      } catch {
+        return `event not JSON: ${d.slice(0, 200)}`;
+      }
+      if (json?.object !== 'chat.completion.chunk') return `event object is ${JSON.stringify(json?.object)}, not chat.completion.chunk`;
+      if (json.model !== expectedModel) return `event model is ${JSON.stringify(json.model)}, expected ${expectedModel}`;
+      if (json.usage && typeof json.usage.total_tokens === 'number') usage = true;
+    }
+    if (!usage) return 'no usage chunk although stream_options.include_usage was asked';
+    return null;
+  };
+}
+
+/** Per measured response: event count and the closing [DONE] (the full check ran on the smoke request). */
+function streamComplete(expectedEvents: number) {
+  return (_status: number, body: string, events: number): string | null => {
+    if (events !== expectedEvents) return `${events} data events, expected ${expectedEvents}: ...${body.slice(-200)}`;
+    if (!body.trimEnd().endsWith('data: [DONE]')) return `stream did not end with data: [DONE]: ...${body.slice(-200)}`;
+    return null;
+  };
+}
+
 const INTERNAL_MODEL = 'sim-core-1';
 const ALIAS = 'svc-core';
 
-const providerRequest = (base: string, t: Targets): RequestSpec => ({
+const providerRequest = (base: string, t: Targets, body = chatBody(INTERNAL_MODEL)): RequestSpec => ({
   url: `${base}/v1/chat/completions`,
   method: 'POST',
   headers: { 'content-type': 'application/json', authorization: `Bearer ${t.upstreamKey}` },
-  body: chatBody(INTERNAL_MODEL),
+  body,
 });
+
+const gatewayRequest = (base: string, key: string, body = chatBody(ALIAS)): RequestSpec => ({
+  url: `${base}/chat/completions`,
+  method: 'POST',
+  headers: { 'content-type': 'application/json', 'x-api-key': key },
+  body,
+});
+
+/** Content chunks of the streaming rows (`#sim:tokens`). */
+export const STREAM_TOKENS = 32;
+/** Paced rows: fewer chunks, each `PACED_DELAY_MS` apart, so every event crosses the gateway on its own. */
+export const PACED_TOKENS = 16;
+export const PACED_DELAY_MS = 5;
+
+/** role + content x tokens + finish + usage + [DONE] */
+const eventsFor = (tokens: number) => tokens + 4;
+
+function streamRows(loop: 'stream' | 'paced', tokens: number, delay: number): StreamScenario[] {
+  const suffix = loop === 'paced' ? '_paced' : '';
+  const common = { kind: 'stream' as const, loop, tokens, chunkDelayMs: delay, expectedEvents: eventsFor(tokens), checkEach: streamComplete(eventsFor(tokens)) };
+  return [
+    {
+      ...common,
+      name: `bare_stream${suffix}`,
+      label: `(b) envoy, router only, stream ${tokens} x ${delay} ms`,
+      request: (t) => providerRequest(t.bareUrl, t, streamBody(INTERNAL_MODEL, tokens, delay)),
+      check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
+    },
+    {
+      ...common,
+      name: `gateway_stream${suffix}`,
+      label: `(c) full gateway, stream ${tokens} x ${delay} ms`,
+      request: (t) => gatewayRequest(t.gatewayBase, t.gatewayKey, streamBody(ALIAS, tokens, delay)),
+      check: chatStream(ALIAS, eventsFor(tokens)),
+    },
+  ];
+}
 
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -73,18 +188,44 @@ export const SCENARIOS: readonly Scenario[] = [
     name: 'gateway',
     label: '(c) full gateway',
     kind: 'unary',
-    request: (t) => ({
-      url: `${t.gatewayBase}/chat/completions`,
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': t.gatewayKey },
-      body: chatBody(ALIAS),
-    }),
+    request: (t) => gatewayRequest(t.gatewayBase, t.gatewayKey),
     check: chatCompletion(ALIAS),
   },
+  {
+    name: 'gateway_redis',
+    label: "(c') gateway, redis, credit off",
+    kind: 'unary',
+    gateway: 'redis',
+    request: (t) => gatewayRequest(t.variant('redis').base, t.variant('redis').key),
+    check: chatCompletion(ALIAS),
+  },
+  {
+    name: 'gateway_credit',
+    label: '(d) gateway, redis, credit on',
+    kind: 'unary',
+    gateway: 'credit',
+    request: (t) => gatewayRequest(t.variant('credit').base, t.variant('credit').key),
+    check: chatCompletion(ALIAS),
+  },
+  ...streamRows('stream', STREAM_TOKENS, 0),
+  ...streamRows('paced', PACED_TOKENS, PACED_DELAY_MS),
 ];
 
-/** Comparisons printed after the tables: numerator / denominator scenario names. */
+/** Comparisons of unary rows printed after the tables: numerator / denominator scenario names. */
 export const COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: string; readonly den: string; readonly what: string }> = [
   { name: 'gateway_vs_bare', num: 'gateway', den: 'bare', what: 'full gateway vs bare Envoy (c)/(b)' },
   { name: 'bare_vs_direct', num: 'bare', den: 'direct', what: 'bare Envoy vs simulator direct (b)/(a)' },
+  { name: 'credit_on_vs_off', num: 'gateway_credit', den: 'gateway_redis', what: "credit check on vs off, both on the redis store (d)/(c')" },
+  { name: 'redis_vs_memory', num: 'gateway_redis', den: 'gateway', what: "gateway on the redis store vs the memory store, credit check off (c')/(c)" },
+];
+
+/** Comparisons of streaming rows: gateway minus bare Envoy. */
+export const STREAM_COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: string; readonly den: string; readonly what: string }> = [
+  { name: 'stream_gateway_vs_bare', num: 'gateway_stream', den: 'bare_stream', what: `streaming, ${STREAM_TOKENS} chunks, 0 ms apart: full gateway vs bare Envoy (c)-(b)` },
+  {
+    name: 'stream_paced_gateway_vs_bare',
+    num: 'gateway_stream_paced',
+    den: 'bare_stream_paced',
+    what: `streaming, ${PACED_TOKENS} chunks, ${PACED_DELAY_MS} ms apart: full gateway vs bare Envoy (c)-(b)`,
+  },
 ];

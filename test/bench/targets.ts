@@ -4,7 +4,15 @@
  *   direct   the upstream simulator itself (internal model name, provider bearer key);
  *   bare     a second Envoy with the gateway's listener/route/cluster shape but
  *            only the router filter (sidecar/stack/envoy-bare.ts);
- *   gateway  the full gateway (Envoy + ext_authz + ext_proc sidecar + account service).
+ *   gateway  the full gateway (Envoy + ext_authz + ext_proc sidecar + account service),
+ *            memory store.
+ *
+ * and, when a selected scenario names them (GATEWAY_VARIANTS), further full
+ * gateways, each a whole second topology with its own simulator, started the
+ * same way with a different store/config:
+ *
+ *   redis    store 'redis' (a private redis-server), credit check off;
+ *   credit   store 'redis', billing.creditCheck on, test tenant granted a large balance.
  *
  * The full stack is started exactly as the integration tests start it
  * (test/harness/gateway.ts), so a benchmark number and a test failure are
@@ -14,9 +22,14 @@
  * handlers installed by installCleanupHandlers() run it on Ctrl-C / SIGTERM,
  * and as a last resort signal any child process of this process that is
  * still alive (by pid, found through /proc), so a run interrupted half-way
- * through start-up leaves nothing behind.
+ * through start-up leaves nothing behind. Temporary files: from start-up to
+ * the end of the run, TMPDIR points at one directory of this run (the harness makes its
+ * run directories and redis-server directories with tmpdir()), so a gateway
+ * interrupted half-way through its start-up leaves no directory behind either;
+ * removeBenchRoot() deletes it. The processes themselves get the real TMPDIR.
  */
-import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { buildEnvoyBootstrap, toYaml } from '../../sidecar/stack/envoy-config.js';
 import { bareBootstrap } from '../../sidecar/stack/envoy-bare.js';
@@ -25,6 +38,37 @@ import { ManagedProcess } from '../../sidecar/stack/process.js';
 import { flowHeaderName, internalHeaderNames } from '../../sidecar/src/adapters/envoy/authz-service.js';
 import { startGateway, type GatewayOptions, type TestGateway } from '../harness/gateway.js';
 import { freePort } from '../harness/ports.js';
+import { RedisProbe } from './redis-stats.js';
+
+/** Extra full gateways a scenario can ask for (Scenario.gateway). */
+export type GatewayVariant = 'redis' | 'credit';
+
+/** Balance granted to the credit-check-on gateway's tenant, micro-units (1e12 = 1,000,000 CHF). */
+export const CREDIT_GRANT = 1_000_000_000_000;
+
+export const GATEWAY_VARIANTS: Readonly<Record<GatewayVariant, { readonly describe: string; readonly options: GatewayOptions; readonly grant: boolean }>> = {
+  redis: { describe: "store 'redis', credit check off", options: { store: 'redis' }, grant: false },
+  credit: {
+    describe: `store 'redis', billing.creditCheck on, tenant granted ${CREDIT_GRANT} micro-units`,
+    options: { store: 'redis', config: { billing: { creditCheck: true } } },
+    grant: true,
+  },
+};
+
+/** A full gateway besides the main one. */
+export interface VariantTarget {
+  readonly name: GatewayVariant;
+  readonly describe: string;
+  /** Gateway base URL including /v1. */
+  readonly base: string;
+  /** A key with scope ai of this gateway's test tenant. */
+  readonly key: string;
+  readonly gateway: TestGateway;
+  readonly redisUrl: string;
+  /** Connection for INFO commandstats (closed by stopTargets). */
+  readonly redis: RedisProbe;
+  pids(): Record<string, number | undefined>;
+}
 
 export interface Targets {
   readonly envoyBin: string;
@@ -42,11 +86,19 @@ export interface Targets {
   /** A gateway key with scope ai. */
   readonly gatewayKey: string;
   readonly gateway: TestGateway;
-  /** pid of each process of the benchmark topology, by name. */
-  pids(): Record<string, number | undefined>;
+  /** The extra gateways that were started. */
+  readonly variants: readonly VariantTarget[];
+  /** An extra gateway; throws when it was not started. */
+  variant(name: GatewayVariant): VariantTarget;
+  /**
+   * pid of each process of the topology a scenario measures, by name: the main
+   * gateway's processes and the bare Envoy, or with a variant that gateway's
+   * own processes (and its redis-server) in their place.
+   */
+  pids(variant?: GatewayVariant): Record<string, number | undefined>;
   logs(): string;
   /**
-   * Non-2xx entries among the recent access-log lines of both Envoys (the last
+   * Non-2xx entries among the recent access-log lines of every Envoy (the last
    * 2000 lines each process keeps), tallied as "process status flags details".
    * For explaining a non-2xx count; it includes the warm-ups and, at the end of
    * each autocannon run, the requests cut off in flight (status 0, DC).
@@ -55,6 +107,31 @@ export interface Targets {
 }
 
 const cleanups: Array<() => Promise<void>> = [];
+
+/** tmpdir() before this run redirected it. */
+const REAL_TMPDIR = tmpdir();
+const ORIGINAL_TMPDIR_ENV = process.env.TMPDIR;
+let benchRoot: string | null = null;
+
+/** Creates the run's temporary directory and points tmpdir() at it (for the harness). */
+function makeBenchRoot(): string {
+  benchRoot ??= mkdtempSync(join(REAL_TMPDIR, 'gw-bench-'));
+  process.env.TMPDIR = benchRoot;
+  return benchRoot;
+}
+
+/** Removes the run's temporary directory and restores TMPDIR; idempotent. Call once nothing runs any more. */
+export function removeBenchRoot(): void {
+  if (ORIGINAL_TMPDIR_ENV === undefined) delete process.env.TMPDIR;
+  else process.env.TMPDIR = ORIGINAL_TMPDIR_ENV;
+  if (benchRoot === null) return;
+  try {
+    rmSync(benchRoot, { recursive: true, force: true });
+    benchRoot = null;
+  } catch (err) {
+    process.stderr.write(`bench: could not remove ${benchRoot}: ${(err as Error).message}\n`);
+  }
+}
 
 /** Stops everything started so far, newest first; safe to call more than once. */
 export async function stopTargets(): Promise<void> {
@@ -100,20 +177,38 @@ function concurrencyOf(pid: number | undefined): number | null {
 }
 
 export interface TargetOptions {
-  /** Passed to startGateway (e.g. a config override for a credit-check-on variant). */
-  readonly gateway?: GatewayOptions;
+  /** Extra gateways to start besides the main one. */
+  readonly variants?: readonly GatewayVariant[];
   readonly echo?: boolean;
+}
+
+/**
+ * startGateway with cleanups registered; the settlement journal goes to the
+ * run's own temporary directory (the default, .run/ in the repository, would
+ * be shared by every gateway of the run and by `npm start`).
+ */
+async function startOneGateway(name: string, opts: GatewayOptions, benchDir: string): Promise<TestGateway> {
+  const journalPath = join(benchDir, `${name}-settlement-journal.jsonl`);
+  const cfg = opts.config ?? {};
+  const billing = (cfg.billing ?? {}) as Record<string, unknown>;
+  // The processes keep the real temporary directory (tsx's compile cache lives there).
+  const env = { ...(opts.env ?? {}), TMPDIR: REAL_TMPDIR };
+  const gw = await startGateway({ ...opts, env, config: { ...cfg, billing: { ...billing, journalPath } } });
+  const runDir = runDirOf(gw);
+  // startGateway leaves its temporary run directory behind; this run created it, so it goes too.
+  cleanups.push(() => Promise.resolve(rmSync(runDir, { recursive: true, force: true })));
+  cleanups.push(() => gw.stop());
+  return gw;
 }
 
 export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const envoyBin = requireEnvoy();
   const version = envoyVersion(envoyBin);
 
-  const gw = await startGateway(opts.gateway ?? {});
-  const runDir = runDirOf(gw);
-  // startGateway leaves its temporary run directory behind; this run created it, so it goes too.
-  cleanups.push(() => Promise.resolve(rmSync(runDir, { recursive: true, force: true })));
-  cleanups.push(() => gw.stop());
+  const benchDir = makeBenchRoot();
+  cleanups.push(() => Promise.resolve(removeBenchRoot()));
+
+  const gw = await startOneGateway('main', {}, benchDir);
 
   const gatewayEnvoy = gw.stack.process('envoy');
   const concurrency = concurrencyOf(gatewayEnvoy.pid) ?? 2;
@@ -122,7 +217,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const full = buildEnvoyBootstrap(gw.config, { internalHeaders: internalHeaderNames(gw.config.brand), flowHeader: flowHeaderName(gw.config.brand) });
   const [listenPort, adminPort] = await Promise.all([freePort(), freePort()]);
   const bare = bareBootstrap(full, { listenPort, adminPort });
-  const barePath = join(runDir, 'envoy-bare.yaml');
+  const barePath = join(benchDir, 'envoy-bare.yaml');
   writeFileSync(barePath, toYaml(bare));
   // startGateway gives its Envoy --base-id (pid % 10000) * 10 + n with a small n; 9 keeps this one apart.
   const baseId = (process.pid % 10000) * 10 + 9;
@@ -136,6 +231,46 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const bareHost = ['0.0.0.0', '::'].includes(gw.config.listen.gateway.host) ? '127.0.0.1' : gw.config.listen.gateway.host;
   await waitForReady(`http://${gw.config.listen.envoyAdmin.host}:${adminPort}/ready`, 20_000, bareEnvoy);
 
+  // One after the other: each is a whole topology, and two CPUs starting them at once gain little.
+  const variants: VariantTarget[] = [];
+  for (const name of new Set(opts.variants ?? [])) {
+    const spec = GATEWAY_VARIANTS[name];
+    const vgw = await startOneGateway(name, spec.options, benchDir);
+    if (!vgw.redis) throw new Error(`bench: gateway variant ${name} has no redis-server`);
+    if (spec.grant) await vgw.admin.adjustCredits(vgw.tenantId, CREDIT_GRANT, 'bench-grant', 'bench');
+    const probe = new RedisProbe(vgw.redis.url);
+    // Runs before gw.stop() (cleanups run newest first), so the connection never sees its server go away.
+    cleanups.push(() => Promise.resolve(probe.close()));
+    await probe.connect();
+    const redisPid = await probe.pid();
+    variants.push({
+      name,
+      describe: spec.describe,
+      base: vgw.base,
+      key: vgw.key,
+      gateway: vgw,
+      redisUrl: vgw.redis.url,
+      redis: probe,
+      pids() {
+        const out: Record<string, number | undefined> = {};
+        for (const p of vgw.stack.processes) out[p.name] = p.pid;
+        out['envoy-bare'] = bareEnvoy.pid;
+        out.redis = redisPid;
+        return out;
+      },
+    });
+  }
+  const variant = (name: GatewayVariant): VariantTarget => {
+    const v = variants.find((x) => x.name === name);
+    if (!v) throw new Error(`bench: gateway variant ${name} was not started`);
+    return v;
+  };
+  const envoys = [
+    { label: 'envoy', proc: gatewayEnvoy },
+    { label: 'envoy-bare', proc: bareEnvoy },
+    ...variants.map((v) => ({ label: `envoy(${v.name})`, proc: v.gateway.stack.process('envoy') })),
+  ];
+
   return {
     envoyBin,
     envoyVersion: version,
@@ -146,16 +281,19 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
     gatewayBase: gw.base,
     gatewayKey: gw.key,
     gateway: gw,
-    pids() {
+    variants,
+    variant,
+    pids(name) {
+      if (name) return variant(name).pids();
       const out: Record<string, number | undefined> = {};
       for (const p of gw.stack.processes) out[p.name] = p.pid;
       out['envoy-bare'] = bareEnvoy.pid;
       return out;
     },
-    logs: () => `${gw.stack.logs()}\n${bareEnvoy.tail(200)}`,
+    logs: () => [gw.stack.logs(), bareEnvoy.tail(200), ...variants.map((v) => `--- gateway ${v.name} ---\n${v.gateway.stack.logs()}`)].join('\n'),
     accessLogProblems() {
       const tally = new Map<string, number>();
-      for (const p of [gatewayEnvoy, bareEnvoy]) {
+      for (const { label, proc: p } of envoys) {
         for (const line of p.lines) {
           if (!line.startsWith('{')) continue;
           let e: Record<string, unknown>;
@@ -166,7 +304,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
           }
           const status = Number(e.status);
           if (status >= 200 && status < 300) continue;
-          const k = `${p.name} ${status} ${String(e.flags)} ${String(e.details)}`;
+          const k = `${label} ${status} ${String(e.flags)} ${String(e.details)}`;
           tally.set(k, (tally.get(k) ?? 0) + 1);
         }
       }
@@ -180,8 +318,8 @@ function runDirOf(gw: TestGateway): string {
   const sock = gw.config.listen.sidecarGrpc;
   if (!sock.startsWith('unix:')) throw new Error(`bench: expected a unix sidecar socket, got ${sock}`);
   const dir = dirname(sock.slice('unix:'.length));
-  // startGateway makes it with mkdtemp(tmpdir()/gw-test-); anything else is not ours to delete.
-  if (!basename(dir).startsWith('gw-test-')) throw new Error(`bench: unexpected gateway run directory ${dir}`);
+  // startGateway makes it with mkdtemp(tmpdir()/gw-test-), inside this run's directory; anything else is not ours to delete.
+  if (!basename(dir).startsWith('gw-test-') || dirname(dir) !== benchRoot) throw new Error(`bench: unexpected gateway run directory ${dir}`);
   return dir;
 }
 
@@ -266,6 +404,7 @@ export function installCleanupHandlers(): () => void {
     force.unref();
     void stopTargets()
       .then(() => reapChildren())
+      .then(() => removeBenchRoot()) // again: a gateway half-way through its start-up had registered nothing
       .finally(() => process.exit(130));
   };
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];

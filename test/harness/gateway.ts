@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseConfig } from '../../sidecar/src/config/load.js';
@@ -72,6 +72,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     accountService: { url: `http://127.0.0.1:${account}` },
     identity: { jwksFile: idp.jwksFile },
     log: { level: 'info' },
+    // Each gateway journals its own pending settlements (never the repo's .run/ shared by all).
+    billing: { journalPath: join(runDir, 'settlement-journal.jsonl') },
     ...(redis ? { store: { kind: 'redis', url: redis.url } } : {}),
   });
   const config = parseConfig(merge(raw, opts.config ?? {}));
@@ -112,6 +114,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     async stop() {
       await stack.stop();
       await redis?.stop();
+      rmSync(runDir, { recursive: true, force: true });
     },
   };
 }
