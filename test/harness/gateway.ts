@@ -42,6 +42,8 @@ export interface GatewayOptions {
   readonly simulatorArgs?: readonly string[];
   readonly env?: NodeJS.ProcessEnv;
   readonly nodeArgs?: Readonly<Record<string, readonly string[]>>;
+  /** Use this Redis (another gateway's) instead of starting one: several instances on one store. */
+  readonly redisUrl?: string;
 }
 
 const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -55,7 +57,8 @@ let baseIdCounter = 0;
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<TestGateway> {
   const envoyBin = requireEnvoy();
-  const redis = opts.store === 'redis' ? await startRedis() : null;
+  const redis = opts.store === 'redis' && !opts.redisUrl ? await startRedis() : null;
+  const redisUrl = opts.redisUrl ?? redis?.url;
   const [gateway, envoyAdmin, admin, simulator, account] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const runDir = mkdtempSync(join(tmpdir(), 'gw-test-'));
   const upstreamKey = 'sk-provider-test-secret';
@@ -74,7 +77,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     log: { level: 'info' },
     // Each gateway journals its own pending settlements (never the repo's .run/ shared by all).
     billing: { journalPath: join(runDir, 'settlement-journal.jsonl') },
-    ...(redis ? { store: { kind: 'redis', url: redis.url } } : {}),
+    ...(redisUrl ? { store: { kind: 'redis', url: redisUrl } } : {}),
   });
   const config = parseConfig(merge(raw, opts.config ?? {}));
   let stack: Stack;

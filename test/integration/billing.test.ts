@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admitBody } from '../../sidecar/src/domain/admission.js';
-import { worstCase } from '../../sidecar/src/domain/billing/pricing.js';
-import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { holdFor as holdMoney } from '../harness/money.js';
 import { listeningLine } from '../../sidecar/stack/process.js';
 import { cliJson } from '../harness/cli.js';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
@@ -21,18 +19,7 @@ afterAll(async () => {
 
 const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }], ...extra });
 
-/** The hold the gateway places for this body (the same pure functions the sidecar runs). */
-function holdFor(body: unknown): number {
-  const catalog = new Catalog(gw.config.models, gw.config.brand);
-  const a = admitBody('chat', 'POST', Buffer.from(JSON.stringify(body)), {
-    catalog,
-    defaultTemperature: 0.7,
-    maxEmbeddingInputs: 256,
-    maxRequestBytes: gw.config.limits.maxRequestBytes,
-  });
-  if (!a.ok) throw new Error('test body refused');
-  return worstCase(gw.config.billing.prices[a.ctx.resolved.internalModel]!, a.ctx, a.ctx.promptBytes, a.ctx.messageCount).cost;
-}
+const holdFor = (body: unknown): number => holdMoney(gw.config, body);
 
 async function newTenant(credits: number) {
   const t = await gw.admin.createTenant('billing');
