@@ -80,7 +80,7 @@ function extProcModes(mode: {
   requestHeaders: 'SEND' | 'SKIP';
   requestBody: 'NONE' | 'BUFFERED';
   responseHeaders: 'SEND' | 'SKIP';
-  responseBody: 'NONE' | 'BUFFERED' | 'STREAMED';
+  responseBody: 'NONE' | 'BUFFERED' | 'FULL_DUPLEX_STREAMED';
 }): Record<string, unknown> {
   return {
     'envoy.filters.http.ext_proc': {
@@ -92,7 +92,8 @@ function extProcModes(mode: {
           response_header_mode: mode.responseHeaders,
           response_body_mode: mode.responseBody,
           request_trailer_mode: 'SKIP',
-          response_trailer_mode: 'SKIP',
+          // FULL_DUPLEX_STREAMED needs trailers sent (the end of a body with trailers).
+          response_trailer_mode: mode.responseBody === 'FULL_DUPLEX_STREAMED' ? 'SEND' : 'SKIP',
         },
       },
     },
@@ -103,10 +104,11 @@ function extProcModes(mode: {
  * Chat and embeddings: ext_authz has already read the body (auth, validation,
  * credit hold) and set the flow header; ext_proc gets the body (request id and
  * path as attributes, no header round trip), then the response headers, then
- * the body: buffered for JSON, chunk by chunk for SSE.
+ * the body: buffered for JSON, chunk by chunk (full duplex) for SSE.
  */
 const BUFFERED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'BUFFERED' });
-const STREAMED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'STREAMED' });
+// SSE: full duplex, so the sidecar can also speak when the provider falls silent (an error event).
+const STREAMED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'FULL_DUPLEX_STREAMED' });
 /** Paths the sidecar answers itself at request-header time. */
 const ANSWERED_FLOW = extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE', responseHeaders: 'SKIP', responseBody: 'NONE' });
 

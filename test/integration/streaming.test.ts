@@ -199,16 +199,21 @@ describe('provider failures and departures', () => {
     expect(r.events).not.toContain('[DONE]');
   });
 
-  it('a provider that stops sending does not hang the client', async () => {
+  it('a provider that stops sending: the stream ends with an error event (envelope, request id) before the idle timeout', async () => {
     const started = Date.now();
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:hang'), gw.key, { timeoutMs: 15_000 });
-    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(Date.now() - started).toBeLessThan(3000); // upstream idle timeout is 3 s; the sidecar speaks first
+    expect(r.error).toBeNull(); // a clean end, not a cut connection
     expect(r.events).not.toContain('[DONE]');
+    const last = JSON.parse(r.events[r.events.length - 1]!);
+    expect(last.error).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: r.headers.get('x-request-id') });
+    expect(r.events.length).toBeGreaterThan(1); // the chunks before the stall were delivered
   });
 
-  it('a provider connection that breaks mid-stream ends the client stream (no [DONE])', async () => {
+  it('a provider connection that breaks mid-stream cuts the client stream (Envoy resets it; no [DONE]), nothing hangs', async () => {
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:chunk-delay=50 #sim:midstream-error'), gw.key, { timeoutMs: 15_000 });
     expect(r.events).not.toContain('[DONE]');
+    expect(r.error).not.toBeNull(); // an upstream reset after the first byte cannot be turned into an event
   });
 
   it('a client that goes away: the provider request is cancelled and delivered tokens are known', async () => {

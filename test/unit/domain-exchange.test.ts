@@ -167,16 +167,35 @@ describe('responses', () => {
     expect(x.responseBody(Buffer.from('{}'), true)).toEqual({ kind: 'continue' });
   });
 
-  it('a stream switches to chunk processing and rewrites chunks', () => {
+  it('a stream is rewritten chunk by chunk, each piece streamed, the last one ending the body', () => {
     const { x } = admittedChat({ stream: true });
     const h = x.responseHeaders(200, [':status', 'content-type', 'x-ratelimit-remaining'], 'text/event-stream; charset=utf-8');
-    expect(h).toEqual({ kind: 'continue', streamResponse: true, headers: { set: {}, remove: ['x-ratelimit-remaining', 'content-length'] } });
+    expect(h).toEqual({ kind: 'continue', headers: { set: {}, remove: ['x-ratelimit-remaining', 'content-length'] } });
+    expect(x.streaming).toBe(true);
     const chunk = (c: unknown) => Buffer.from(`data: ${JSON.stringify(c)}\n\n`);
-    const first = body(x.responseBody(chunk({ model: 'sim-quick-1', created: 1, choices: [{ index: 0, delta: { content: 'hi' } }] }), false));
-    expect(JSON.parse(first.slice(6))).toMatchObject({ id: 'req-1', model: 'svc-quick', choices: [{ delta: { content: 'hi' } }] });
-    const last = body(x.responseBody(Buffer.from('data: [DONE]\n\n'), true));
-    expect(last.endsWith('data: [DONE]\n\n')).toBe(true);
+    const firstAction = x.responseBody(chunk({ model: 'sim-quick-1', created: 1, choices: [{ index: 0, delta: { content: 'hi' } }] }), false);
+    expect(firstAction.kind === 'continue' && firstAction.streamed).toEqual({ endOfStream: false });
+    expect(JSON.parse(body(firstAction).slice(6))).toMatchObject({ id: 'req-1', model: 'svc-quick', choices: [{ delta: { content: 'hi' } }] });
+    const lastAction = x.responseBody(Buffer.from('data: [DONE]\n\n'), true);
+    expect(lastAction.kind === 'continue' && lastAction.streamed).toEqual({ endOfStream: true });
+    expect(body(lastAction).endsWith('data: [DONE]\n\n')).toBe(true);
+    expect(x.streaming).toBe(false);
+    expect(x.responseBody(Buffer.from('data: [DONE]\n\n'), true)).toEqual({ kind: 'continue' }); // a re-delivered last chunk
     expect(x.summary()).toMatchObject({ status: 200, stream: true, outcome: 'ok', usage: { estimated: true } });
+  });
+
+  it('a stalled stream ends with one error event in the envelope; nothing after it', () => {
+    const { x } = admittedChat({ stream: true });
+    x.responseHeaders(200, [':status'], 'text/event-stream');
+    x.responseBody(Buffer.from(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'partial answer' } }] })}\n\n`), false);
+    const stalled = x.streamStalled();
+    expect(stalled.kind === 'continue' && stalled.streamed).toEqual({ endOfStream: true });
+    expect(JSON.parse(body(stalled).slice(6)).error).toMatchObject({ code: 'upstream_error', request_id: 'req-1' });
+    expect(x.streaming).toBe(false);
+    expect(x.streamStalled()).toEqual({ kind: 'continue' });
+    const s = x.summary();
+    expect(s).toMatchObject({ outcome: 'upstream_error', usage: { estimated: true } });
+    expect(s.billable?.completionTokens).toBeGreaterThan(0); // what was delivered is billed
   });
 
   it('abandon() mid-stream records estimated usage and outcome interrupted', () => {

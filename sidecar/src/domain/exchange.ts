@@ -25,8 +25,8 @@ export type Action =
       readonly kind: 'continue';
       readonly headers?: HeaderEdit;
       readonly body?: Buffer;
-      /** Switch the response body to chunk-by-chunk processing (SSE). */
-      readonly streamResponse?: boolean;
+      /** A piece of a streamed (SSE) response, sent as soon as it is ready; endOfStream closes it. */
+      readonly streamed?: { readonly endOfStream: boolean };
       /** Stop looking at this response (a reply another filter produced). */
       readonly passResponse?: boolean;
     }
@@ -163,7 +163,7 @@ export class Exchange {
       if (!contentType?.startsWith('text/event-stream')) return this.upstreamFailed();
       this.stream = new ChatStreamRewriter(ctx, this.requestId, this.deps.brand, ctx.promptEstimate);
       this.status = 200;
-      return { kind: 'continue', streamResponse: true, headers: { set: {}, remove: [...remove, 'content-length'] } };
+      return { kind: 'continue', headers: { set: {}, remove: [...remove, 'content-length'] } };
     }
     return { kind: 'continue', headers: { set: {}, remove } };
   }
@@ -173,9 +173,10 @@ export class Exchange {
     const ctx = this.ctx;
     if (!ctx) return this.upstreamFailed();
     if (this.stream) {
+      if (this.streamClosed) return { kind: 'continue' }; // a re-delivered last chunk (envoyproxy/envoy#46237)
       const out = endOfStream ? Buffer.concat([this.stream.push(chunk), this.stream.end()]) : this.stream.push(chunk);
       if (endOfStream) this.finishStream();
-      return { kind: 'continue', body: out };
+      return { kind: 'continue', body: out, streamed: { endOfStream } };
     }
     this.responseChunks.push(chunk);
     if (!endOfStream) return { kind: 'continue', body: Buffer.alloc(0) };
@@ -193,9 +194,25 @@ export class Exchange {
     return { kind: 'continue', body, headers: { set: { 'content-length': String(body.length) }, remove: [] } };
   }
 
+  /** True while a streamed response is flowing (the adapter watches it for stalls). */
+  get streaming(): boolean {
+    return this.stream !== null && !this.streamClosed;
+  }
+
+  /**
+   * The provider went silent mid-stream: end the caller's stream with one
+   * error event (the envelope with the request id) instead of letting it hang.
+   */
+  streamStalled(): Action {
+    if (!this.stream || this.streamClosed) return { kind: 'continue' };
+    const out = Buffer.from(this.stream.fail());
+    this.finishStream();
+    return { kind: 'continue', body: out, streamed: { endOfStream: true } };
+  }
+
   /** Envoy closed the stream before the response ended: the client went away or the provider broke off. */
   abandon(): void {
-    if (this.stream && this.outcome === 'incomplete') {
+    if (this.stream && !this.streamClosed && this.outcome === 'incomplete') {
       this.usage = this.stream.usage();
       this.outcome = 'interrupted';
     }
@@ -244,9 +261,12 @@ export class Exchange {
     return this.upstreamStatus;
   }
 
+  private streamClosed = false;
+
   private finishStream(): void {
     const s = this.stream;
     if (!s) return;
+    this.streamClosed = true;
     this.usage = s.usage();
     this.outcome = s.completed ? 'ok' : 'upstream_error';
     if (!s.completed) this.errorCode = Errors.upstreamError.code;

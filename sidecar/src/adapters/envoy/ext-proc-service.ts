@@ -16,16 +16,15 @@ import { headerMapToRecord, toHeaderMutation } from './headers.js';
 
 type Phase = 'requestHeaders' | 'requestBody' | 'responseHeaders' | 'responseBody';
 
-const STREAMED_RESPONSE = {
+/** Stop looking at this response: a local reply of an earlier filter passes by untouched. */
+const PASS_RESPONSE = {
   requestHeaderMode: ProcessingMode_HeaderSendMode.DEFAULT,
   responseHeaderMode: ProcessingMode_HeaderSendMode.DEFAULT,
   requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
-  responseBodyMode: ProcessingMode_BodySendMode.STREAMED,
+  responseBodyMode: ProcessingMode_BodySendMode.NONE,
   requestTrailerMode: ProcessingMode_HeaderSendMode.DEFAULT,
   responseTrailerMode: ProcessingMode_HeaderSendMode.DEFAULT,
 };
-
-const PASS_RESPONSE = { ...STREAMED_RESPONSE, responseBodyMode: ProcessingMode_BodySendMode.NONE };
 
 function toResponse(phase: Phase, action: Action): ProcessingResponse {
   if (action.kind === 'reply') {
@@ -40,9 +39,18 @@ function toResponse(phase: Phase, action: Action): ProcessingResponse {
     };
   }
   const common: CommonResponse = { status: 0, headerMutation: toHeaderMutation(action.headers), clearRouteCache: false };
-  if (action.body) common.bodyMutation = { body: action.body };
+  if (action.streamed) {
+    // FULL_DUPLEX_STREAMED: pieces of any size, sent whenever ready; the last one ends the body.
+    common.bodyMutation = {
+      streamedResponse: {
+        body: action.body ?? Buffer.alloc(0),
+        endOfStream: action.streamed.endOfStream,
+        endOfStreamWithoutMessage: false,
+        grpcMessageCompressed: false,
+      },
+    };
+  } else if (action.body) common.bodyMutation = { body: action.body };
   const res: ProcessingResponse = { requestDrain: false, [phase]: { response: common } };
-  if (action.streamResponse) res.modeOverride = STREAMED_RESPONSE;
   if (action.passResponse) res.modeOverride = PASS_RESPONSE;
   return res;
 }
@@ -50,6 +58,8 @@ function toResponse(phase: Phase, action: Action): ProcessingResponse {
 export interface ExtProcDeps {
   readonly exchange: ExchangeDeps;
   readonly log: Logger;
+  /** A streamed response silent this long ends with an error event (below Envoy's idle timeout). */
+  readonly streamStallMs: number;
   /** Called once per exchange when it ends (logging now; billing later). */
   readonly onSummary: (summary: ExchangeSummary) => void;
 }
@@ -72,9 +82,24 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         call.destroy(err as Error); // Envoy fails closed (500 → 503 envelope)
         finish(true);
       };
-      const send = (req: ProcessingRequest, res: ProcessingResponse) => {
+      let stall: NodeJS.Timeout | null = null;
+      const watch = () => {
+        if (stall) clearTimeout(stall);
+        stall = exchange.streaming ? setTimeout(onStall, deps.streamStallMs) : null;
+      };
+      const onStall = () => {
+        stall = null;
+        if (finished || !exchange.streaming) return;
+        deps.log.warn({ request_id: exchange.summary().requestId }, 'provider stalled mid-stream; ending the stream with an error event');
+        send(null, toResponse('responseBody', exchange.streamStalled()));
+      };
+      const send = (req: ProcessingRequest | null, res: ProcessingResponse) => {
+        if (finished) return;
         call.write(res);
-        if (res.immediateResponse || (req.responseBody?.endOfStream ?? false) || res.modeOverride === PASS_RESPONSE) {
+        const streamedEnd = res.responseBody?.response?.bodyMutation?.streamedResponse?.endOfStream ?? false;
+        const bufferedEnd = (req?.responseBody?.endOfStream ?? false) && !res.responseBody?.response?.bodyMutation?.streamedResponse;
+        if (res.immediateResponse || streamedEnd || bufferedEnd || res.modeOverride === PASS_RESPONSE) {
+          if (stall) clearTimeout(stall);
           finish(false);
           // Close our side cleanly: Envoy then carries on without ext_proc instead of
           // resetting the stream (a reset per request trips HTTP/2 rapid-reset limits).
@@ -92,13 +117,19 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         // Only a lone request-headers message (GET /usage) is answered asynchronously.
         if (res instanceof Promise) res.then((r) => send(req, r), fail);
         else send(req, res);
+        if (req.responseHeaders || req.responseBody) watch();
       });
       call.on('end', () => {
+        if (stall) clearTimeout(stall);
         finish(true);
         call.end();
       });
-      call.on('error', () => finish(true));
-      call.on('cancelled', () => finish(true));
+      const gone = () => {
+        if (stall) clearTimeout(stall);
+        finish(true);
+      };
+      call.on('error', gone);
+      call.on('cancelled', gone);
     },
   };
 }
