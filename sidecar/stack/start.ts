@@ -44,6 +44,8 @@ async function main() {
   const admin = new AdminClient(stack.adminUrl, stack.adminToken);
   const tenant = await admin.createTenant('development');
   const key = await admin.createKey(tenant.id, { name: 'dev', scopes: ['ai'] });
+  const credits = 100_000_000; // 100 units of the currency, in micro-units
+  await admin.adjustCredits(tenant.id, credits, `dev-grant-${tenant.id}`, 'development credits');
 
   const base = `${stack.gatewayUrl}/v1`;
   process.stdout.write(
@@ -51,6 +53,7 @@ async function main() {
       '',
       `Gateway:          ${base}`,
       `Development key:  ${key.key}   (tenant ${tenant.id}; shown once)`,
+      `Credits:          ${credits / 1_000_000} ${cfg.billing.currency} granted (credit check ${cfg.billing.creditCheck ? 'on' : 'off'}; see GET /v1/usage)`,
       `Operator API:     ${stack.adminUrl} (token in .run/admin-token; use \`npm run cli -- help\`)`,
       ...(devIdp ? [`Sessions:         npm run cli -- session mint --user u_dev --workspace ${tenant.id}   (development identity provider)`] : []),
       '',
