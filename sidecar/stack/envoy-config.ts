@@ -181,6 +181,8 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         with_request_body: { max_request_bytes: cfg.limits.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
         // The flow header it sets picks the route (streamed or buffered response processing).
         clear_route_cache: true,
+        // Per-request check latency in the access log (authz_us).
+        emit_filter_state_stats: true,
         allowed_headers: {
           patterns: ['x-api-key', 'authorization', 'x-workspace-id', 'x-request-id'].map((h) => ({ exact: h })),
         },
