@@ -273,3 +273,23 @@ describe('request ids and Envoy replies', () => {
     expect([400, 'closed']).toContain(outcome);
   });
 });
+
+describe('log lines', () => {
+  it('carry the request id, and never an internal model name, a key or prompt text', async () => {
+    const marker = 'PROMPT-TEXT-MARKER-5521';
+    const names = ['sidecar', 'envoy', 'account'];
+    const before = names.map((n) => gw.stack.process(n).lines.length);
+    const r = await post(`${gw.base}/chat/completions`, chat('svc-deep', { messages: [{ role: 'user', content: marker }] }), gw.key);
+    expect(r.status).toBe(200);
+    await post(`${gw.base}/chat/completions`, chat('sim-core-1'), gw.key); // refused: internal name in the request
+    await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: marker }, gw.key);
+    await new Promise((res) => setTimeout(res, 300)); // logs are written asynchronously
+    // Only this test's lines (earlier tests put internal names in URLs themselves, which the access log records).
+    const logs = names.map((n, i) => gw.stack.process(n).lines.slice(before[i]).join('\n')).join('\n');
+    expect(logs).toContain(r.headers.get('x-request-id'));
+    for (const secret of [...INTERNAL, marker, gw.key, gw.upstreamKey]) {
+      const hit = logs.split('\n').find((l) => l.includes(secret));
+      expect(hit, hit).toBeUndefined();
+    }
+  });
+});
