@@ -47,7 +47,7 @@ function cluster(name: string, target: ParsedUpstream, opts: { http2?: boolean; 
   return c;
 }
 
-function sidecarCluster(address: string): Record<string, unknown> {
+function sidecarCluster(address: string, bufferLimit: number): Record<string, unknown> {
   const endpoint = envoyAddress(address);
   const host = (endpoint.socket_address as { address?: string } | undefined)?.address;
   return {
@@ -67,6 +67,8 @@ function sidecarCluster(address: string): Record<string, unknown> {
         common_http_protocol_options: { max_requests_per_connection: 400 },
       },
     },
+    // A whole buffered body travels in one ext_proc message (default limit 1 MiB).
+    per_connection_buffer_limit_bytes: bufferLimit,
     // Each in-flight request holds one ext_proc stream and one ext_authz call.
     circuit_breakers: { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 }] },
   };
@@ -123,7 +125,6 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
       timeout: '0s', // streams: no route timeout; the idle timeout ends a silent provider
       idle_timeout: `${cfg.upstream.idleTimeoutMs / 1000}s`,
     },
-    request_body_buffer_limit: cfg.limits.maxRequestBytes,
     request_headers_to_remove: [flowHeader],
     typed_per_filter_config: flow === 'stream' ? STREAMED_FLOW : BUFFERED_FLOW,
   });
@@ -174,11 +175,13 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
       typed_config: {
         '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthz'),
         transport_api_version: 'V3',
-        grpc_service: { envoy_grpc: { cluster_name: 'sidecar' }, timeout: '2s' },
+        grpc_service: { envoy_grpc: { cluster_name: 'sidecar', max_receive_message_length: cfg.limits.maxResponseBytes + 1048576 }, timeout: '2s' },
         failure_mode_allow: false,
         status_on_error: { code: 500 },
         // The body is read here (validation and the credit hold happen before the provider is called).
-        with_request_body: { max_request_bytes: cfg.limits.maxRequestBytes, allow_partial_message: false, pack_as_bytes: true },
+        // Its max_request_bytes becomes the stream's buffer limit in both directions, so it must
+        // hold a buffered response too; the gate refuses bodies above limits.maxRequestBytes (413).
+        with_request_body: { max_request_bytes: cfg.limits.maxResponseBytes, allow_partial_message: false, pack_as_bytes: true },
         // The flow header it sets picks the route (streamed or buffered response processing).
         clear_route_cache: true,
         // Per-request check latency in the access log (authz_us).
@@ -192,7 +195,7 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
       name: 'envoy.filters.http.ext_proc',
       typed_config: {
         '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor'),
-        grpc_service: { envoy_grpc: { cluster_name: 'sidecar' } },
+        grpc_service: { envoy_grpc: { cluster_name: 'sidecar', max_receive_message_length: cfg.limits.maxResponseBytes + 1048576 } },
         failure_mode_allow: false,
         message_timeout: '5s',
         status_on_error: { code: 500 },
@@ -339,7 +342,8 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
                         {
                           name: 'gateway',
                           domains: ['*'],
-                          request_body_buffer_limit: cfg.limits.maxRequestBytes,
+                          // No request_body_buffer_limit: it would also bound buffered responses
+                          // (a large embeddings batch); the gate enforces the request limit.
                           routes: routes(cfg, provider, account, opts.flowHeader),
                         },
                       ],
@@ -353,7 +357,7 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
         },
       ],
       clusters: [
-        sidecarCluster(opts.sidecarAddress ?? cfg.listen.sidecarGrpc),
+        sidecarCluster(opts.sidecarAddress ?? cfg.listen.sidecarGrpc, cfg.limits.maxResponseBytes + 1024 * 1024),
         cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs }),
         cluster('account', account, { connectTimeoutMs: 2000 }),
       ],

@@ -128,6 +128,18 @@ describe('POST /v1/embeddings', () => {
     expect((await lastUpstream()).body.model).toBe('sim-embed-1');
   });
 
+  it('a full batch (maxEmbeddingInputs inputs, a response of ~12 MB) comes back whole', async () => {
+    const n = gw.config.limits.maxEmbeddingInputs;
+    const r = await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: Array.from({ length: n }, (_, i) => `text ${i}`) }, gw.key);
+    expect(r.status, r.text.slice(0, 200)).toBe(200);
+    expect(r.json.data).toHaveLength(n);
+    expect(r.json.data[n - 1].embedding).toHaveLength(3584);
+    expect(r.json.svc.request_count).toBe(n);
+    const over = await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: Array.from({ length: n + 1 }, () => 'x') }, gw.key);
+    expectEnvelope(over, 400, 'invalid_request');
+    expect(over.json.error.param).toBe('input');
+  });
+
   it('embeds an array: one item and one request per input string', async () => {
     const r = await post(`${gw.base}/embeddings`, { model: 'svc-embed-2026-08', input: ['a', 'b', 'c'] }, gw.key);
     expect(r.status).toBe(200);
@@ -250,10 +262,13 @@ describe('request ids and Envoy replies', () => {
     expectEnvelope(await call(`${gw.base}/does-not-exist`), 404, null);
   });
 
-  it('an over-size body is a 413 envelope', async () => {
+  it('an over-size body is a 413 envelope, on every path', async () => {
     const big = 'x'.repeat(gw.config.limits.maxRequestBytes + 1024);
     const r = await post(`${gw.base}/chat/completions`, chat('svc-core', { messages: [{ role: 'user', content: big }] }), gw.key);
     expectEnvelope(r, 413, 'request_too_large');
+    expectEnvelope(await post(`${gw.base}/accounts/me`, { pad: big }, gw.key), 413, 'request_too_large');
+    const huge = 'x'.repeat(gw.config.limits.maxResponseBytes + 1024); // beyond what Envoy buffers at all
+    expectEnvelope(await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: huge }, gw.key), 413, 'request_too_large');
   });
 
   it('normalises paths before routing and auth', async () => {

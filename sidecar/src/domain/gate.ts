@@ -2,7 +2,7 @@ import { admitBody, bodyEndpointOf, type AdmissionPolicy } from './admission.js'
 import type { AuthRequest, Authorizer } from './auth/authorize.js';
 import type { Principal } from './auth/principal.js';
 import type { Billing } from './billing/service.js';
-import type { GatewayError } from './errors.js';
+import { Errors, gatewayError, type GatewayError } from './errors.js';
 
 /**
  * The front gate of every request (run by ext_authz, before anything reaches
@@ -35,6 +35,9 @@ export class Gate {
   async check(req: GateRequest): Promise<GateOutcome> {
     const auth = await this.authorizer.authorize(req);
     if (!auth.ok) return auth;
+    // Envoy hands over up to limits.maxResponseBytes of body (its buffer limit covers both
+    // directions); anything above the request limit is refused here, on every path.
+    if (req.body && req.body.length > this.policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
     const endpoint = auth.principal ? bodyEndpointOf(req.path, this.apiPrefix) : null;
     if (!endpoint || !auth.principal) return { ok: true, principal: auth.principal, inference: null };
 
