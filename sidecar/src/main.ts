@@ -72,6 +72,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         method: s.method,
         path: s.path,
         status: s.status,
+        upstream_status: s.upstreamStatus ?? undefined,
         outcome: s.outcome,
         code: s.errorCode,
         tenant_id: s.principal?.tenantId,

@@ -150,7 +150,7 @@ describe('responses', () => {
     const { x } = admittedChat();
     expect(errorOf(x.responseHeaders(status, [':status'], ct, eos))).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: 'req-1' });
     expect(x.summary()).toMatchObject({ status: 502, outcome: 'upstream_error', errorCode: 'upstream_error' });
-    expect(x.upstreamHttpStatus).toBe(status);
+    expect(x.summary().upstreamStatus).toBe(status);
   });
 
   it('a stream answered without text/event-stream → 502; a bad JSON body → 502', () => {

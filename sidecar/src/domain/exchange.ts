@@ -52,7 +52,7 @@ export interface ExchangeStart {
   readonly held: number | null;
 }
 
-/** The outcome the adapter logs (and, later, bills) when the exchange ends. */
+/** How an exchange ended: logged, and settled or released by billing. */
 export interface ExchangeSummary {
   readonly requestId: string;
   readonly method: string;
@@ -66,6 +66,8 @@ export interface ExchangeSummary {
   readonly outcome: 'ok' | 'refused' | 'upstream_error' | 'interrupted' | 'incomplete';
   readonly requestCount: number;
   readonly errorCode: string | null;
+  /** The provider's HTTP status (or that of an Envoy reply standing in for it). */
+  readonly upstreamStatus: number | null;
   /** Micro-units the gate held; null when nothing was held. */
   readonly held: number | null;
   readonly startedAt: number;
@@ -231,6 +233,7 @@ export class Exchange {
       outcome: this.outcome,
       requestCount: this.ctx?.requestCount ?? 0,
       errorCode: this.errorCode,
+      upstreamStatus: this.upstreamStatus,
       held: this.held,
       startedAt: this.startedAt,
       billable: this.billable(),
@@ -257,9 +260,6 @@ export class Exchange {
     return null;
   }
 
-  get upstreamHttpStatus(): number | null {
-    return this.upstreamStatus;
-  }
 
   private streamClosed = false;
 

@@ -60,7 +60,7 @@ export interface ExtProcDeps {
   readonly log: Logger;
   /** A streamed response silent this long ends with an error event (below Envoy's idle timeout). */
   readonly streamStallMs: number;
-  /** Called once per exchange when it ends (logging now; billing later). */
+  /** Called once per exchange when it ends (the log line and the settlement). */
   readonly onSummary: (summary: ExchangeSummary) => void;
 }
 
