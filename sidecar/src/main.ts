@@ -120,7 +120,8 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const adminPort = (admin.server.address() as { port: number }).port;
   // Background money work: journaled settlements retried, expired holds released.
   const retry = setInterval(() => void billing.retryPending().catch(() => {}), 2000);
-  const reaper = setInterval(() => void billing.reap().catch(() => {}), 30_000);
+  const reapEveryMs = Math.min(30, Math.max(1, cfg.billing.holdTtlSeconds / 2)) * 1000;
+  const reaper = setInterval(() => void billing.reap().catch(() => {}), reapEveryMs);
   retry.unref();
   reaper.unref();
   void billing.retryPending().catch(() => {});

@@ -216,6 +216,35 @@ describe('the store goes away (fails closed; nothing lost)', () => {
   });
 });
 
+describe('a crashed sidecar', () => {
+  it('leaves a hold that expires and is released: nothing is charged', async () => {
+    const short = await startGateway({ store: 'redis', config: { billing: { creditCheck: true, holdTtlSeconds: 2 } } });
+    try {
+      await short.admin.adjustCredits(short.tenantId, 1_000_000, 'g', 'test');
+      const pending = post(`${short.base}/chat/completions`, chat('x #sim:delay=3000'), short.key).catch(() => null);
+      let held = 0;
+      for (let i = 0; i < 50 && held === 0; i++) {
+        held = (await short.admin.account(short.tenantId)).held;
+        if (held === 0) await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(held).toBeGreaterThan(0); // the hold is placed, the provider is working
+      const sidecar = short.stack.process('sidecar');
+      sidecar.signal('SIGKILL'); // no settlement will ever come from this process
+      await pending;
+      await sidecar.restart();
+      await sidecar.waitForLine(listeningLine, 20_000);
+      let a = await short.admin.account(short.tenantId);
+      for (let i = 0; i < 100 && a.held !== 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        a = await short.admin.account(short.tenantId);
+      }
+      expect(a).toMatchObject({ held: 0, balance: 1_000_000, spent: 0 });
+    } finally {
+      await short.stop();
+    }
+  });
+});
+
 describe('credit check off', () => {
   it('requests are served with no balance and still metered', async () => {
     const off = await startGateway({ store: 'redis', config: { billing: { creditCheck: false } } });
