@@ -37,7 +37,7 @@ describe('several instances on one Redis', () => {
   it('one balance: concurrent requests spread over both instances never overdraw it', async () => {
     const t = await a.admin.createTenant('shared');
     const k = await a.admin.createKey(t.id, {});
-    const body = chat('shared #sim:delay=400 #sim:tokens=3');
+    const body = chat('shared #sim:delay=1500 #sim:tokens=3');
     await a.admin.adjustCredits(t.id, 6 * holdFor(a.config, body), 'six', 'covers six holds');
 
     const replies = await Promise.all(Array.from({ length: 60 }, (_, i) => post(`${(i % 2 ? a : b).base}/chat/completions`, body, k.key)));
