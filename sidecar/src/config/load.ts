@@ -116,3 +116,16 @@ export function readUpstreamKey(cfg: Config, env: Env = process.env): string | u
   if (apiKeyEnv) return env[apiKeyEnv]?.trim() || undefined;
   return undefined;
 }
+
+/** For process entry points: the configuration, or every problem on stderr and exit code 2. */
+export function loadConfigOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
