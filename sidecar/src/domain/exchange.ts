@@ -242,24 +242,18 @@ export class Exchange {
   }
 
   /**
-   * What the request costs: the provider's usage when it came; counted and
-   * marked estimated when the provider sent none or the stream was cut off
-   * (the prompt was read and what was delivered was generated); nothing when
-   * nothing was delivered.
+   * What the request costs: the provider's usage when it came, else the
+   * gateway's count (marked estimated). A stream the client abandoned is
+   * charged for the prompt and what was delivered; a stream the provider
+   * broke off, for what was delivered, if anything. A request that delivered
+   * nothing (a provider failure, a refusal, a JSON request whose client left
+   * before the answer) is not charged: its hold is released.
    */
   private billable(): Usage | null {
-    const ctx = this.ctx;
-    if (!ctx) return null;
-    if (this.usage) {
-      const delivered = this.outcome === 'ok' || this.outcome === 'interrupted' || this.usage.completionTokens > 0;
-      return delivered ? this.usage : null;
-    }
-    if (this.outcome === 'interrupted') {
-      return { promptTokens: ctx.promptEstimate, completionTokens: 0, totalTokens: ctx.promptEstimate, estimated: true };
-    }
-    return null;
+    const u = this.usage;
+    if (!this.ctx || !u) return null;
+    return this.outcome === 'ok' || this.outcome === 'interrupted' || u.completionTokens > 0 ? u : null;
   }
-
 
   private streamClosed = false;
 
