@@ -93,6 +93,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     extProc: createExternalProcessorService({
       log,
       onSummary,
+      claim: (tenantId, requestId) => billing.claim(tenantId, requestId),
       // Ends a silent stream with an error event a second before Envoy's idle timeout would cut it.
       streamStallMs: Math.max(1000, cfg.upstream.idleTimeoutMs - 1000),
       exchange: {

@@ -537,6 +537,24 @@ export function describeLedgerContract(
       expect(await ledger.ledger(T, 10)).toHaveLength(1);
     });
 
+    it('claim protects a hold from releaseUnclaimed; an unclaimed hold is released once', async () => {
+      await grant(ledger, 1_000);
+      const claimed = rid();
+      const left = rid();
+      await ledger.reserve(reserveInput(claimed, { amount: 300 }));
+      await ledger.reserve(reserveInput(left, { amount: 200 }));
+      await ledger.claim(T, claimed);
+      expect(await ledger.releaseUnclaimed(T, claimed)).toBe(false);
+      expect(await ledger.releaseUnclaimed(T, left)).toBe(true);
+      expect(await ledger.releaseUnclaimed(T, left)).toBe(false);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 300, cap: null, spent: 0 });
+      await ledger.claim(T, 'req_unknown'); // no hold: nothing happens
+      expect(await ledger.releaseUnclaimed(T, 'req_unknown')).toBe(false);
+      const settled = await ledger.settle(settleInput(claimed, 120));
+      expect(settled).toMatchObject({ applied: true, charged: 120 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 880, held: 0, cap: null, spent: 120 });
+    });
+
     it('a release before its reserve leaves a tombstone: the late reserve holds nothing (a command sent before an outage, run after it)', async () => {
       await grant(ledger, 1_000);
       const late = rid();

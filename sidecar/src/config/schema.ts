@@ -52,6 +52,8 @@ export const BillingSchema = z
     topUpUrl: z.url().default('https://portal.svc.example/billing/top-up'),
     /** A hold left by a crashed process is released after this long. */
     holdTtlSeconds: z.number().int().positive().default(3600),
+    /** A hold whose request never reached response processing (the client left) is released after this long. */
+    claimGraceSeconds: z.number().int().positive().default(15),
     /** Settlements the store could not take are kept here and retried until applied (survives restarts). */
     journalPath: z.string().min(1).default('.run/settlement-journal.jsonl'),
     rateLimits: z

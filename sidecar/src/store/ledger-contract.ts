@@ -127,6 +127,17 @@ export interface Ledger {
    * so a reserve for this request id that arrives later holds nothing.
    */
   release(tenantId: string, requestId: string): Promise<boolean>;
+  /**
+   * The request reached its response processing, which will settle or release
+   * it. Idempotent; no-op without an open hold.
+   */
+  claim(tenantId: string, requestId: string): Promise<void>;
+  /**
+   * Releases the hold unless it was claimed: the request was admitted but never
+   * reached its response processing (the client left in between). Returns true
+   * if it released something.
+   */
+  releaseUnclaimed(tenantId: string, requestId: string): Promise<boolean>;
   /** Releases holds whose time ran out (a crashed process). Returns how many. */
   reapExpired(tenantId: string, now: number): Promise<number>;
   /** Tenants that hold anything right now (for the reaper). */

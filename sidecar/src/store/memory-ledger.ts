@@ -48,6 +48,8 @@ interface Hold {
   period: string;
   keyId: string | null;
   charged: number;
+  /** Taken over by the response processing (see Ledger.claim). */
+  claimed?: boolean;
 }
 
 interface Counters {
@@ -398,6 +400,25 @@ export function createMemoryLedger(): Ledger {
         return false;
       }
       if (hold.state !== 'held') return false;
+      releaseHold(t, requestId, hold);
+      return true;
+    },
+
+    async claim(tenantId, requestId) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(requestId, 'requestId');
+      const hold = tenants.get(tenantId)?.holds.get(requestId);
+      if (hold?.state === 'held') hold.claimed = true;
+    },
+
+    async releaseUnclaimed(tenantId, requestId) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(requestId, 'requestId');
+      const t = tenants.get(tenantId);
+      const hold = t?.holds.get(requestId);
+      if (!t || hold?.state !== 'held' || hold.claimed) return false;
       releaseHold(t, requestId, hold);
       return true;
     },

@@ -5,7 +5,8 @@
  * first write (Redis has no rollback).
  *
  *   <p>:acct:{t}               hash    balance, held, cap, spent:<period>
- *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires, period, key_id, charged
+ *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires, period, key_id, charged,
+ *                                      claimed (the response processing took it over)
  *   <p>:holds:{t}              zset    open holds by expiry (member: request id)
  *   <p>:ledger:{t}             stream  money movements: grant, deduct, charge (signed amount, balance_after)
  *   <p>:usage:{t}              stream  one usage record per settled request (no content field exists)
@@ -107,6 +108,18 @@ redis.call('HSET', KEYS[2], 'state', 'released')
 redis.call('ZREM', KEYS[3], ARGV[1])
 return 1`;
 
+const CLAIM = `
+if redis.call('HGET', KEYS[1], 'state') == 'held' then redis.call('HSET', KEYS[1], 'claimed', 1) return 1 end
+return 0`;
+
+const RELEASE_UNCLAIMED = `
+local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'claimed')
+if h[1] ~= 'held' or h[3] then return 0 end
+redis.call('HINCRBY', KEYS[1], 'held', 0 - tonumber(h[2]))
+redis.call('HSET', KEYS[2], 'state', 'released')
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1`;
+
 /** Hold keys are built from ARGV[2] .. member; they share the tenant's hash tag (same slot). */
 const REAP = `
 local rids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 500)
@@ -142,6 +155,8 @@ type Scripts = {
   settle: (...args: (string | number)[]) => Promise<[number, number, number]>;
   release: (...args: (string | number)[]) => Promise<number>;
   reap: (...args: (string | number)[]) => Promise<number>;
+  claim: (...args: (string | number)[]) => Promise<number>;
+  releaseUnclaimed: (...args: (string | number)[]) => Promise<number>;
   adjust: (...args: (string | number)[]) => Promise<string>;
 };
 
@@ -152,6 +167,8 @@ function defineScripts(client: Redis): Scripts {
   define('release', 3, RELEASE);
   define('reap', 2, REAP);
   define('adjust', 3, ADJUST);
+  define('claim', 1, CLAIM);
+  define('release_unclaimed', 3, RELEASE_UNCLAIMED);
   const c = client as unknown as Record<string, (...args: (string | number)[]) => Promise<unknown>>;
   return {
     reserve: (...a) => c.svc_reserve!(...a) as Promise<number>,
@@ -159,6 +176,8 @@ function defineScripts(client: Redis): Scripts {
     release: (...a) => c.svc_release!(...a) as Promise<number>,
     reap: (...a) => c.svc_reap!(...a) as Promise<number>,
     adjust: (...a) => c.svc_adjust!(...a) as Promise<string>,
+    claim: (...a) => c.svc_claim!(...a) as Promise<number>,
+    releaseUnclaimed: (...a) => c.svc_release_unclaimed!(...a) as Promise<number>,
   };
 }
 
@@ -253,6 +272,19 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       assertId(tenantId, 'tenantId');
       assertId(requestId, 'requestId');
       const r = await redis(() => scripts.release(k.acct(tenantId), k.hold(tenantId, requestId), k.holds(tenantId), enc(requestId)));
+      return r === 1;
+    },
+
+    async claim(tenantId, requestId) {
+      assertId(tenantId, 'tenantId');
+      assertId(requestId, 'requestId');
+      await redis(() => scripts.claim(k.hold(tenantId, requestId)));
+    },
+
+    async releaseUnclaimed(tenantId, requestId) {
+      assertId(tenantId, 'tenantId');
+      assertId(requestId, 'requestId');
+      const r = await redis(() => scripts.releaseUnclaimed(k.acct(tenantId), k.hold(tenantId, requestId), k.holds(tenantId), enc(requestId)));
       return r === 1;
     },
 

@@ -58,6 +58,8 @@ function toResponse(phase: Phase, action: Action): ProcessingResponse {
 export interface ExtProcDeps {
   readonly exchange: ExchangeDeps;
   readonly log: Logger;
+  /** The request's hold is now this exchange's to settle or release. */
+  readonly claim: (tenantId: string, requestId: string) => void;
   /** A streamed response silent this long ends with an error event (below Envoy's idle timeout). */
   readonly streamStallMs: number;
   /** Called once per exchange when it ends (the log line and the settlement). */
@@ -109,7 +111,12 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       call.on('data', (req: ProcessingRequest) => {
         let res: ProcessingResponse | Promise<ProcessingResponse>;
         try {
+          const wasStarted = exchange.started;
           res = handle(exchange, req);
+          if (!wasStarted && exchange.started) {
+            const s = exchange.summary();
+            if (s.held !== null && s.principal) deps.claim(s.principal.tenantId, s.requestId);
+          }
         } catch (err) {
           fail(err);
           return;

@@ -93,7 +93,10 @@ export class Billing {
       }
       throw err;
     }
-    if (outcome.ok) return { ok: true, admitted: { held: worst.cost } };
+    if (outcome.ok) {
+      if (!outcome.replay) this.releaseIfNeverClaimed(principal.tenantId, requestId);
+      return { ok: true, admitted: { held: worst.cost } };
+    }
     switch (outcome.reason) {
       case 'insufficient_credit':
         return {
@@ -107,6 +110,26 @@ export class Billing {
       case 'rate_limit_exceeded':
         return { ok: false, error: gatewayError(Errors.rateLimitExceeded), retryAfter: 60 - Math.floor((now % 60_000) / 1000) };
     }
+  }
+
+  /**
+   * A hold is placed by ext_authz; the response processing (ext_proc) claims it
+   * when the request reaches it and then settles or releases it. A request
+   * whose client left between the two never gets there: its hold is released
+   * after a grace period instead of staying locked until it expires.
+   */
+  private releaseIfNeverClaimed(tenantId: string, requestId: string): void {
+    const timer = setTimeout(() => {
+      this.ledger.releaseUnclaimed(tenantId, requestId).catch(() => {
+        // The store is down: the hold expires and the reaper releases it.
+      });
+    }, this.cfg.claimGraceSeconds * 1000);
+    timer.unref();
+  }
+
+  /** The response processing has taken this request over (it will settle or release it). */
+  claim(tenantId: string, requestId: string): void {
+    this.ledger.claim(tenantId, requestId).catch((err: unknown) => this.events.failed('claim', err));
   }
 
   /** Settles or releases; never throws (a failed write is journaled and retried). */

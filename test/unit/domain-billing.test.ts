@@ -1,0 +1,97 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { defaultConfig } from '../../sidecar/src/config/defaults.js';
+import { parseConfig } from '../../sidecar/src/config/load.js';
+import { admitBody } from '../../sidecar/src/domain/admission.js';
+import type { Principal } from '../../sidecar/src/domain/auth/principal.js';
+import { SettlementJournal } from '../../sidecar/src/domain/billing/journal.js';
+import { Billing } from '../../sidecar/src/domain/billing/service.js';
+import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
+import type { Ledger } from '../../sidecar/src/store/ledger-contract.js';
+import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
+
+/** The billing service over the memory ledger: holds, claims, settlement and the journal. */
+const cfg = parseConfig({ ...defaultConfig('svc'), billing: { ...(defaultConfig('svc').billing as object), creditCheck: true, claimGraceSeconds: 1 } });
+const catalog = new Catalog(cfg.models, 'svc');
+const principal: Principal = { subjectId: 'key_1', tenantId: 'ten_1', method: 'api_key', scopes: ['ai'], keyId: 'key_1', role: null };
+const policy = { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 };
+const ctxOf = (content: string) => {
+  const a = admitBody('chat', 'POST', Buffer.from(JSON.stringify({ model: 'svc-core', max_tokens: 100, messages: [{ role: 'user', content }] })), policy);
+  if (!a.ok) throw new Error('refused');
+  return a.ctx;
+};
+const journal = () => new SettlementJournal(join(mkdtempSync(join(tmpdir(), 'billing-')), 'journal.jsonl'));
+const quiet = { settled: () => {}, failed: () => {} };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('Billing', () => {
+  it('an admitted request whose response processing never claims it is released after the grace period', async () => {
+    const ledger = createMemoryLedger();
+    await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    expect((await billing.admit(principal, ctxOf('a'), 'req-left')).ok).toBe(true);
+    expect((await billing.admit(principal, ctxOf('b'), 'req-claimed')).ok).toBe(true);
+    billing.claim('ten_1', 'req-claimed');
+    const during = await ledger.account('ten_1', '2026-11');
+    expect(during.held).toBeGreaterThan(0);
+    await sleep(1300);
+    const after = await ledger.account('ten_1', '2026-11');
+    expect(after.held).toBeGreaterThan(0);
+    expect(after.held).toBeLessThan(during.held); // only the unclaimed one went
+    await billing.finish({ principal, ctx: ctxOf('b'), requestId: 'req-claimed', usage: { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false }, startedAt: Date.now() });
+    expect((await ledger.account('ten_1', '2026-11')).held).toBe(0);
+  });
+
+  it('402 with the top-up URL when the balance cannot cover the worst case; nothing held', async () => {
+    const ledger = createMemoryLedger();
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    const r = await billing.admit(principal, ctxOf('x'), 'req-1');
+    expect(r.ok).toBe(false);
+    if (!r.ok) {
+      expect(r.error.entry.code).toBe('insufficient_credit');
+      expect(r.error.message).toContain(cfg.billing.topUpUrl);
+    }
+    expect((await ledger.account('ten_1', '2026-11')).held).toBe(0);
+  });
+
+  it('a settlement the store refuses is journaled, retried until applied, and applied once', async () => {
+    const real = createMemoryLedger();
+    await real.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    let down = false;
+    const flaky: Ledger = {
+      ...real,
+      settle: (i) => (down ? Promise.reject(new StoreUnavailableError()) : real.settle(i)),
+      release: (t, r) => (down ? Promise.reject(new StoreUnavailableError()) : real.release(t, r)),
+    };
+    const j = journal();
+    const billing = new Billing(flaky, cfg.billing, j, quiet);
+    await billing.admit(principal, ctxOf('x'), 'req-1');
+    billing.claim('ten_1', 'req-1');
+    down = true;
+    const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false };
+    await billing.finish({ principal, ctx: ctxOf('x'), requestId: 'req-1', usage, startedAt: Date.now() });
+    await billing.finish({ principal, ctx: ctxOf('x'), requestId: 'req-1', usage, startedAt: Date.now() }); // a duplicate
+    expect(j.pending()).toHaveLength(2);
+    expect(await billing.retryPending()).toBe(2); // still down: kept
+    down = false;
+    expect(await billing.retryPending()).toBe(0);
+    expect(j.pending()).toHaveLength(0);
+    const records = await real.usageRecords('ten_1', 10);
+    expect(records).toHaveLength(1); // applied once
+    const a = await real.account('ten_1', '2026-11');
+    expect(a.held).toBe(0);
+    expect(1_000_000 - a.balance).toBe(records[0]!.cost);
+  });
+
+  it('a store outage at admission is 503 credits_unavailable and journals a release of any late hold', async () => {
+    const real = createMemoryLedger();
+    const down: Ledger = { ...real, reserve: () => Promise.reject(new StoreUnavailableError()) };
+    const j = journal();
+    const r = await new Billing(down, cfg.billing, j, quiet).admit(principal, ctxOf('x'), 'req-9');
+    expect(!r.ok && r.error.entry.code).toBe('credits_unavailable');
+    expect(j.pending()).toEqual([{ op: 'release', tenantId: 'ten_1', requestId: 'req-9' }]);
+  });
+});
