@@ -45,6 +45,18 @@ describe('Billing', () => {
     expect((await ledger.account('ten_1', '2026-11')).held).toBe(0);
   });
 
+  it('admitted by one instance, processed by another: the claim goes through the store and the hold stays', async () => {
+    const ledger = createMemoryLedger();
+    await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    const authzSide = new Billing(ledger, cfg.billing, journal(), quiet);
+    const procSide = new Billing(ledger, cfg.billing, journal(), quiet);
+    expect((await authzSide.admit(principal, ctxOf('a'), 'req-x')).ok).toBe(true);
+    const held = (await ledger.account('ten_1', '2026-11')).held;
+    procSide.claim('ten_1', 'req-x'); // not pending there: recorded in the store
+    await sleep(1300); // authzSide's grace timer fires
+    expect((await ledger.account('ten_1', '2026-11')).held).toBe(held);
+  });
+
   it('402 with the top-up URL when the balance cannot cover the worst case; nothing held', async () => {
     const ledger = createMemoryLedger();
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);

@@ -40,6 +40,8 @@ export interface Finished {
 export class Billing {
   private readonly prices: Readonly<Record<string, Price>>;
   private retrying = false;
+  /** Holds this process placed that no response processing has claimed yet. */
+  private readonly unclaimed = new Map<string, NodeJS.Timeout>();
 
   constructor(
     private readonly ledger: Ledger,
@@ -116,19 +118,29 @@ export class Billing {
    * A hold is placed by ext_authz; the response processing (ext_proc) claims it
    * when the request reaches it and then settles or releases it. A request
    * whose client left between the two never gets there: its hold is released
-   * after a grace period instead of staying locked until it expires.
+   * after a grace period instead of staying locked until it expires. When both
+   * filters reach this same process (a sidecar beside its Envoy) the claim is
+   * local and costs nothing; otherwise it is recorded in the store.
    */
   private releaseIfNeverClaimed(tenantId: string, requestId: string): void {
     const timer = setTimeout(() => {
+      this.unclaimed.delete(requestId);
       this.ledger.releaseUnclaimed(tenantId, requestId).catch(() => {
         // The store is down: the hold expires and the reaper releases it.
       });
     }, this.cfg.claimGraceSeconds * 1000);
     timer.unref();
+    this.unclaimed.set(requestId, timer);
   }
 
   /** The response processing has taken this request over (it will settle or release it). */
   claim(tenantId: string, requestId: string): void {
+    const local = this.unclaimed.get(requestId);
+    if (local) {
+      clearTimeout(local);
+      this.unclaimed.delete(requestId);
+      return;
+    }
     this.ledger.claim(tenantId, requestId).catch((err: unknown) => this.events.failed('claim', err));
   }
 
