@@ -124,6 +124,8 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
       host_rewrite_literal: provider.hostHeader,
       timeout: '0s', // streams: no route timeout; the idle timeout ends a silent provider
       idle_timeout: `${cfg.upstream.idleTimeoutMs / 1000}s`,
+      // Only retries that cannot run a request twice: nothing reached the provider yet.
+      retry_policy: { retry_on: 'connect-failure,refused-stream,reset-before-request', num_retries: 2 },
     },
     request_headers_to_remove: [flowHeader],
     typed_per_filter_config: flow === 'stream' ? STREAMED_FLOW : BUFFERED_FLOW,
