@@ -18,6 +18,7 @@ import { createLedger, createStore } from './store/create.js';
 import { Billing } from './domain/billing/service.js';
 import { SettlementJournal } from './domain/billing/journal.js';
 import { Gate } from './domain/gate.js';
+import { AdmissionCache } from './domain/admission-cache.js';
 import { usageReport } from './domain/billing/usage-report.js';
 import { API_PREFIX } from './api-prefix.js';
 
@@ -59,7 +60,8 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
     maxRequestBytes: cfg.limits.maxRequestBytes,
   };
-  const gate = new Gate(authorizer, billing, admission, API_PREFIX);
+  const admissions = new AdmissionCache();
+  const gate = new Gate(authorizer, billing, admission, API_PREFIX, admissions);
 
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
@@ -101,6 +103,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         apiPrefix: API_PREFIX,
         catalog,
         admission,
+        admissions,
         identityProvider: () => ({ ...sessions.status() }),
         usage: (principal, query, requestId) => usageReport(ledger, cfg.billing, cfg.brand, principal, query, requestId),
       },

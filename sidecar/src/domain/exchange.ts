@@ -1,5 +1,6 @@
 import type { Catalog } from './catalog.js';
 import { admitBody, type AdmissionPolicy } from './admission.js';
+import type { AdmissionCache } from './admission-cache.js';
 import { rewriteChatCompletion } from './chat-response.js';
 import { rewriteEmbeddings } from './embeddings-response.js';
 import { Errors, envelope, gatewayError, type ErrorEntry, type GatewayError } from './errors.js';
@@ -37,6 +38,8 @@ export interface ExchangeDeps {
   readonly apiPrefix: string;
   readonly catalog: Catalog;
   readonly admission: AdmissionPolicy;
+  /** ext_authz's admission of this very body, when it ran in this process. */
+  readonly admissions?: AdmissionCache;
   readonly identityProvider: () => Record<string, unknown>;
   /** GET /usage for a principal: the report body, or a refusal. */
   readonly usage: (principal: Principal, query: string, requestId: string) => Promise<{ ok: true; body: string } | { ok: false; error: GatewayError }>;
@@ -146,7 +149,7 @@ export class Exchange {
     if (!endpoint || !this.principal) return this.refuse(Errors.notFound);
     // Nothing held means nothing can be metered: not served (fails closed).
     if (this.held === null) return this.refuse(Errors.creditsUnavailable);
-    const admission = admitBody(endpoint, this.method, body, this.deps.admission);
+    const admission = this.deps.admissions?.take(this.requestId, body) ?? admitBody(endpoint, this.method, body, this.deps.admission);
     if (!admission.ok) return this.refuseWith(admission.error);
     this.ctx = admission.ctx;
     const out = Buffer.from(admission.upstreamBody);

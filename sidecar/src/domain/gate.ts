@@ -2,6 +2,7 @@ import { admitBody, bodyEndpointOf, type AdmissionPolicy } from './admission.js'
 import type { AuthRequest, Authorizer } from './auth/authorize.js';
 import type { Principal } from './auth/principal.js';
 import type { Billing } from './billing/service.js';
+import type { AdmissionCache } from './admission-cache.js';
 import { Errors, gatewayError, type GatewayError } from './errors.js';
 
 /**
@@ -30,6 +31,7 @@ export class Gate {
     private readonly billing: Billing,
     private readonly policy: AdmissionPolicy,
     private readonly apiPrefix: string,
+    private readonly admissions?: AdmissionCache,
   ) {}
 
   async check(req: GateRequest): Promise<GateOutcome> {
@@ -45,6 +47,7 @@ export class Gate {
     if (!admission.ok) return admission;
     const held = await this.billing.admit(auth.principal, admission.ctx, req.requestId);
     if (!held.ok) return held;
+    if (req.body) this.admissions?.put(req.requestId, req.body, admission);
     return { ok: true, principal: auth.principal, inference: { stream: admission.ctx.stream, held: held.admitted.held } };
   }
 }
