@@ -4,13 +4,13 @@ import { admitEmbeddings } from './embeddings-request.js';
 import { Errors, gatewayError } from './errors.js';
 import type { Admission } from './request-context.js';
 import { tryParseJson } from '../util/json.js';
+import { pathOnly } from './auth/routes.js';
 
 /** The endpoints whose body the gateway reads, by path under the prefix. */
 export type BodyEndpoint = 'chat' | 'embeddings';
 
 export function bodyEndpointOf(path: string, apiPrefix: string): BodyEndpoint | null {
-  const q = path.indexOf('?');
-  const p = q < 0 ? path : path.slice(0, q);
+  const p = pathOnly(path);
   if (p === `${apiPrefix}/chat/completions`) return 'chat';
   if (p === `${apiPrefix}/embeddings`) return 'embeddings';
   return null;

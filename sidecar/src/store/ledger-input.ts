@@ -1,13 +1,115 @@
-/** Input checks shared by the ledger implementations: bad input is a bug, refused before any write. */
-export function assertAmount(v: number, what: string): void {
-  if (!Number.isSafeInteger(v) || v < 0) throw new TypeError(`${what} must be a non-negative safe integer`);
-}
-
-export function assertId(v: string, what: string): void {
-  if (typeof v !== 'string' || v.length === 0 || v.length > 256) throw new TypeError(`${what} must be a non-empty string`);
-}
+/**
+ * Input checks shared by the ledger implementations, so both refuse the same
+ * inputs: bad input is a bug, refused (TypeError) before any write.
+ */
+import type { RateLimits, ReserveInput, SettleInput, UsageRecord } from './ledger-contract.js';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+export function nonNegativeInteger(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new TypeError(`${what} must be a non-negative safe integer`);
+  }
+  return value;
+}
+
+export function nonEmpty(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new TypeError(`${what} must be a non-empty string`);
+  }
+  return value;
+}
+
+export function stringOrNull(value: unknown, what: string): string | null {
+  if (value !== null && typeof value !== 'string') throw new TypeError(`${what} must be a string or null`);
+  return value;
+}
+
+export function instant(value: unknown, what: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new TypeError(`${what} must be a finite, non-negative epoch time`);
+  }
+  return value;
+}
+
+export function day(value: unknown, what: string): string {
+  if (typeof value !== 'string' || !DAY.test(value)) throw new TypeError(`${what} must be a YYYY-MM-DD day`);
+  return value;
+}
+
+export function checkLimits(value: RateLimits | null): RateLimits | null {
+  if (value === null) return null;
+  if (typeof value !== 'object') throw new TypeError('limits must be an object or null');
+  const limit = (v: unknown, what: string): number | null => (v === null ? null : nonNegativeInteger(v, what));
+  return {
+    requestsPerMinute: limit(value.requestsPerMinute, 'limits.requestsPerMinute'),
+    tokensPerMinute: limit(value.tokensPerMinute, 'limits.tokensPerMinute'),
+    scopeId: nonEmpty(value.scopeId, 'limits.scopeId'),
+  };
+}
+
+export function checkReserve(input: ReserveInput): ReserveInput {
+  if (typeof input !== 'object' || input === null) throw new TypeError('reserve input must be an object');
+  if (typeof input.creditCheck !== 'boolean') throw new TypeError('creditCheck must be a boolean');
+  const ttl = input.holdTtlSeconds;
+  if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) {
+    throw new TypeError('holdTtlSeconds must be a positive number');
+  }
+  if (typeof input.minute !== 'number' || !Number.isSafeInteger(input.minute)) {
+    throw new TypeError('minute must be a safe integer');
+  }
+  return {
+    tenantId: nonEmpty(input.tenantId, 'tenantId'),
+    requestId: nonEmpty(input.requestId, 'requestId'),
+    keyId: stringOrNull(input.keyId, 'keyId'),
+    amount: nonNegativeInteger(input.amount, 'amount'),
+    tokens: nonNegativeInteger(input.tokens, 'tokens'),
+    creditCheck: input.creditCheck,
+    period: nonEmpty(input.period, 'period'),
+    minute: input.minute,
+    limits: checkLimits(input.limits),
+    holdTtlSeconds: ttl,
+    now: instant(input.now, 'now'),
+  };
+}
+
+export function checkUsage(value: SettleInput['usage']): Omit<UsageRecord, 'cost'> {
+  if (typeof value !== 'object' || value === null) throw new TypeError('usage must be an object');
+  if (typeof value.time !== 'string' || Number.isNaN(Date.parse(value.time))) {
+    throw new TypeError('usage.time must be an ISO-8601 timestamp');
+  }
+  if (typeof value.internalModel !== 'string') throw new TypeError('usage.internalModel must be a string');
+  if (typeof value.estimated !== 'boolean') throw new TypeError('usage.estimated must be a boolean');
+  return {
+    time: value.time,
+    tenantId: nonEmpty(value.tenantId, 'usage.tenantId'),
+    keyId: stringOrNull(value.keyId, 'usage.keyId'),
+    alias: nonEmpty(value.alias, 'usage.alias'),
+    internalModel: value.internalModel,
+    promptTokens: nonNegativeInteger(value.promptTokens, 'usage.promptTokens'),
+    completionTokens: nonNegativeInteger(value.completionTokens, 'usage.completionTokens'),
+    totalTokens: nonNegativeInteger(value.totalTokens, 'usage.totalTokens'),
+    requestCount: nonNegativeInteger(value.requestCount, 'usage.requestCount'),
+    requestId: nonEmpty(value.requestId, 'usage.requestId'),
+    estimated: value.estimated,
+  };
+}
+
+export function checkSettle(input: SettleInput): SettleInput {
+  if (typeof input !== 'object' || input === null) throw new TypeError('settle input must be an object');
+  if (typeof input.creditCheck !== 'boolean') throw new TypeError('creditCheck must be a boolean');
+  return {
+    tenantId: nonEmpty(input.tenantId, 'tenantId'),
+    requestId: nonEmpty(input.requestId, 'requestId'),
+    charge: nonNegativeInteger(input.charge, 'charge'),
+    creditCheck: input.creditCheck,
+    period: nonEmpty(input.period, 'period'),
+    day: day(input.day, 'day'),
+    usage: checkUsage(input.usage),
+    now: instant(input.now, 'now'),
+  };
+}
+
 
 /** Every UTC day from `from` to `to` inclusive ("YYYY-MM-DD"); at most 400 days. */
 export function daysBetween(from: string, to: string): string[] {

@@ -33,7 +33,7 @@ import {
   type UsageRecord,
 } from './ledger-contract.js';
 import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
-import { assertAmount, assertId, daysBetween } from './ledger-input.js';
+import { checkReserve, checkSettle, daysBetween, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
@@ -227,11 +227,8 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
   });
 
   return {
-    async reserve(input: ReserveInput): Promise<ReserveOutcome> {
-      assertId(input.tenantId, 'tenantId');
-      assertId(input.requestId, 'requestId');
-      assertAmount(input.amount, 'amount');
-      assertAmount(input.tokens, 'tokens');
+    async reserve(raw: ReserveInput): Promise<ReserveOutcome> {
+      const input = checkReserve(raw);
       const t = input.tenantId;
       const scope = input.limits?.scopeId ?? t;
       const rpm = input.limits?.requestsPerMinute ?? -1;
@@ -248,15 +245,10 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       return { ok: false, reason: r === -1 ? 'insufficient_credit' : r === -2 ? 'spend_cap_exceeded' : 'rate_limit_exceeded' };
     },
 
-    async settle(input: SettleInput): Promise<SettleOutcome> {
-      assertId(input.tenantId, 'tenantId');
-      assertId(input.requestId, 'requestId');
-      assertAmount(input.charge, 'charge');
+    async settle(raw: SettleInput): Promise<SettleOutcome> {
+      const input = checkSettle(raw);
       const t = input.tenantId;
       const u = input.usage;
-      for (const [v, what] of [[u.promptTokens, 'promptTokens'], [u.completionTokens, 'completionTokens'], [u.totalTokens, 'totalTokens'], [u.requestCount, 'requestCount']] as const) {
-        assertAmount(v, what);
-      }
       const [applied, charged, uncovered] = await redis(() =>
         scripts.settle(
           k.acct(t), k.hold(t, input.requestId), k.holds(t), k.ledger(t), k.usage(t), k.day(t, input.day),
@@ -269,27 +261,27 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     },
 
     async release(tenantId, requestId) {
-      assertId(tenantId, 'tenantId');
-      assertId(requestId, 'requestId');
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(requestId, 'requestId');
       const r = await redis(() => scripts.release(k.acct(tenantId), k.hold(tenantId, requestId), k.holds(tenantId), enc(requestId)));
       return r === 1;
     },
 
     async claim(tenantId, requestId) {
-      assertId(tenantId, 'tenantId');
-      assertId(requestId, 'requestId');
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(requestId, 'requestId');
       await redis(() => scripts.claim(k.hold(tenantId, requestId)));
     },
 
     async releaseUnclaimed(tenantId, requestId) {
-      assertId(tenantId, 'tenantId');
-      assertId(requestId, 'requestId');
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(requestId, 'requestId');
       const r = await redis(() => scripts.releaseUnclaimed(k.acct(tenantId), k.hold(tenantId, requestId), k.holds(tenantId), enc(requestId)));
       return r === 1;
     },
 
     async reapExpired(tenantId, now) {
-      assertId(tenantId, 'tenantId');
+      nonEmpty(tenantId, 'tenantId');
       return redis(() => scripts.reap(k.acct(tenantId), k.holds(tenantId), now, k.holdPrefix(tenantId)));
     },
 
@@ -311,14 +303,14 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     },
 
     async account(tenantId, period): Promise<AccountState> {
-      assertId(tenantId, 'tenantId');
+      nonEmpty(tenantId, 'tenantId');
       const [balance, held, cap, spent] = await redis(() => client.hmget(k.acct(tenantId), 'balance', 'held', 'cap', `spent:${period}`));
       return { balance: num(balance), held: num(held), cap: cap === null ? null : Number(cap), spent: num(spent) };
     },
 
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
-      assertId(tenantId, 'tenantId');
-      assertId(idempotencyKey, 'idempotencyKey');
+      nonEmpty(tenantId, 'tenantId');
+      nonEmpty(idempotencyKey, 'idempotencyKey');
       if (!Number.isSafeInteger(amount) || amount === 0) throw new TypeError('amount must be a non-zero safe integer');
       const time = new Date(now).toISOString();
       const r = await redis(() => scripts.adjust(k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time));
@@ -331,23 +323,23 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     },
 
     async setCap(tenantId, cap) {
-      assertId(tenantId, 'tenantId');
+      nonEmpty(tenantId, 'tenantId');
       if (cap === null) await redis(() => client.hdel(k.acct(tenantId), 'cap'));
       else {
-        assertAmount(cap, 'cap');
+        nonNegativeInteger(cap, 'cap');
         await redis(() => client.hset(k.acct(tenantId), 'cap', cap));
       }
     },
 
     async ledger(tenantId, limit) {
-      assertId(tenantId, 'tenantId');
+      nonEmpty(tenantId, 'tenantId');
       if (limit <= 0) return [];
       const rows = (await redis(() => client.xrevrange(k.ledger(tenantId), '+', '-', 'COUNT', limit))) ?? [];
       return rows.map(([id, flat]) => toEntry(id, fields(flat)));
     },
 
     async usageRecords(tenantId, limit): Promise<UsageRecord[]> {
-      assertId(tenantId, 'tenantId');
+      nonEmpty(tenantId, 'tenantId');
       if (limit <= 0) return [];
       const rows = (await redis(() => client.xrevrange(k.usage(tenantId), '+', '-', 'COUNT', limit))) ?? [];
       return rows.map(([, flat]) => {
@@ -370,7 +362,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     },
 
     async usageByDay(tenantId, fromDay, toDay): Promise<UsageDay[]> {
-      assertId(tenantId, 'tenantId');
+      nonEmpty(tenantId, 'tenantId');
       const days = daysBetween(fromDay, toDay);
       const hashes = await redis(() => Promise.all(days.map((d) => client.hgetall(k.day(tenantId, d)))));
       const out: UsageDay[] = [];

@@ -1,3 +1,5 @@
+import { API_PREFIX } from '../../api-prefix.js';
+
 /**
  * Route classes decide which credentials a path takes:
  * - inference: /models, /chat/completions, /embeddings, /usage, /whoami
@@ -13,7 +15,7 @@ export function pathOnly(path: string): string {
   return q < 0 ? path : path.slice(0, q);
 }
 
-export function classifyPath(rawPath: string, prefix = '/v1'): RouteClass {
+export function classifyPath(rawPath: string, prefix = API_PREFIX): RouteClass {
   const path = pathOnly(rawPath);
   if (!path.startsWith(`${prefix}/`)) return 'outside';
   const rest = path.slice(prefix.length);
