@@ -45,23 +45,33 @@ const ROUTER = 'envoy.filters.http.router';
 const HCM = 'envoy.filters.network.http_connection_manager';
 const PROVIDER_CLUSTER = 'provider';
 
-export function bareBootstrap(full: Record<string, unknown>, opts: { listenPort: number; adminPort: number }): Record<string, unknown> {
+/**
+ * A copy of a gateway bootstrap for a second Envoy on the same box: the node
+ * gets `suffix`, the listener and the admin interface move to the given ports.
+ */
+export function relocatedBootstrap(full: Record<string, unknown>, opts: { suffix: string; listenPort: number; adminPort: number }): Record<string, unknown> {
   const b = structuredClone(full);
-
   const node = b.node;
   if (isObj(node)) {
-    node.id = `${String(node.id ?? 'gateway')}-bare`;
-    node.cluster = `${String(node.cluster ?? 'gateway')}-bare`;
+    node.id = `${String(node.id ?? 'gateway')}-${opts.suffix}`;
+    node.cluster = `${String(node.cluster ?? 'gateway')}-${opts.suffix}`;
   }
-
   const admin = obj(b.admin, 'admin');
   obj(obj(admin.address, 'admin.address').socket_address, 'admin.address.socket_address').port_value = opts.adminPort;
+  obj(obj(onlyListener(b).address, 'listener.address').socket_address, 'listener.address.socket_address').port_value = opts.listenPort;
+  return b;
+}
 
-  const statics = obj(b.static_resources, 'static_resources');
-  const listeners = arr(statics.listeners, 'static_resources.listeners');
+function onlyListener(b: Obj): Obj {
+  const listeners = arr(obj(b.static_resources, 'static_resources').listeners, 'static_resources.listeners');
   if (listeners.length !== 1) throw new Error(`bareBootstrap: expected one listener, got ${listeners.length}`);
-  const listener = obj(listeners[0], 'listener');
-  obj(obj(listener.address, 'listener.address').socket_address, 'listener.address.socket_address').port_value = opts.listenPort;
+  return obj(listeners[0], 'listener');
+}
+
+export function bareBootstrap(full: Record<string, unknown>, opts: { listenPort: number; adminPort: number }): Record<string, unknown> {
+  const b = relocatedBootstrap(full, { ...opts, suffix: 'bare' });
+  const statics = obj(b.static_resources, 'static_resources');
+  const listener = onlyListener(b);
 
   const usedClusters = new Set<string>();
   for (const chain of arr(listener.filter_chains, 'listener.filter_chains')) {

@@ -275,6 +275,12 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
         { name: 'envoy.overload_actions.stop_accepting_requests', triggers: [{ name: 'envoy.resource_monitors.fixed_heap', threshold: { value: 0.98 } }] },
       ],
     },
+    // ext_proc side streams end with a half close and our trailers instead of a
+    // RST_STREAM per request (which costs the sidecar an error object per call
+    // and trips Node's HTTP/2 rapid-reset guard under load).
+    layered_runtime: {
+      layers: [{ name: 'static', static_layer: { 'envoy.reloadable_features.ext_proc_graceful_grpc_close': true } }],
+    },
     static_resources: {
       listeners: [
         {

@@ -474,7 +474,7 @@ async function main(): Promise<number> {
       lines.push(`Throughput: autocannon, ${p.connections} connections, ${p.seconds} s per target (* autocannon latency, whole ms)`);
       lines.push(throughputTable(results));
       lines.push('');
-      const procNames = ['bench', 'simulator', 'envoy-bare', 'envoy', 'sidecar', 'account', ...(targets.variants.length ? ['redis'] : [])];
+      const procNames = ['bench', 'simulator', 'envoy-bare', 'envoy-floor', 'null-sidecar', 'envoy', 'sidecar', 'account', ...(targets.variants.length ? ['redis'] : [])];
       lines.push('CPU ms per request during the throughput run, by process (from /proc; 10 ms tick resolution; each gateway row: that gateway\'s own processes)');
       lines.push(cpuTable(results, procNames));
     }
@@ -508,7 +508,7 @@ async function main(): Promise<number> {
       }
       lines.push('');
       lines.push('CPU ms per streamed response during the sequential streaming loop, by process (from /proc; 10 ms tick resolution, summed over the rounds)');
-      lines.push(streamCpuTable(streamResults, ['bench', 'simulator', 'envoy-bare', 'envoy', 'sidecar', 'account']));
+      lines.push(streamCpuTable(streamResults, ['bench', 'simulator', 'envoy-bare', 'envoy-floor', 'null-sidecar', 'envoy', 'sidecar', 'account']));
       for (const c of streamComparisons) {
         lines.push('');
         lines.push(streamComparisonBlock(c));

@@ -160,6 +160,13 @@ function streamRows(loop: 'stream' | 'paced', tokens: number, delay: number): St
     },
     {
       ...common,
+      name: `floor_stream${suffix}`,
+      label: `(f) floor, no-op sidecar, stream ${tokens} x ${delay} ms`,
+      request: (t) => providerRequest(t.floorUrl, t, streamBody(INTERNAL_MODEL, tokens, delay)),
+      check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
+    },
+    {
+      ...common,
       name: `gateway_stream${suffix}`,
       label: `(c) full gateway, stream ${tokens} x ${delay} ms`,
       request: (t) => gatewayRequest(t.gatewayBase, t.gatewayKey, streamBody(ALIAS, tokens, delay)),
@@ -182,6 +189,14 @@ export const SCENARIOS: readonly Scenario[] = [
     kind: 'unary',
     // No filters: no alias rewrite, no auth; the client speaks the provider's language.
     request: (t) => providerRequest(t.bareUrl, t),
+    check: chatCompletion(INTERNAL_MODEL),
+  },
+  {
+    name: 'floor',
+    label: '(f) floor, no-op sidecar',
+    kind: 'unary',
+    // The gateway's Envoy config and filters, handlers that do nothing (null-sidecar.ts).
+    request: (t) => providerRequest(t.floorUrl, t),
     check: chatCompletion(INTERNAL_MODEL),
   },
   {
@@ -214,6 +229,8 @@ export const SCENARIOS: readonly Scenario[] = [
 /** Comparisons of unary rows printed after the tables: numerator / denominator scenario names. */
 export const COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: string; readonly den: string; readonly what: string }> = [
   { name: 'gateway_vs_bare', num: 'gateway', den: 'bare', what: 'full gateway vs bare Envoy (c)/(b)' },
+  { name: 'floor_vs_bare', num: 'floor', den: 'bare', what: 'architecture floor (gateway Envoy config, no-op sidecar) vs bare Envoy (f)/(b)' },
+  { name: 'gateway_vs_floor', num: 'gateway', den: 'floor', what: "full gateway vs the floor: the gateway's own code (c)/(f)" },
   { name: 'bare_vs_direct', num: 'bare', den: 'direct', what: 'bare Envoy vs simulator direct (b)/(a)' },
   { name: 'credit_on_vs_off', num: 'gateway_credit', den: 'gateway_redis', what: "credit check on vs off, both on the redis store (d)/(c')" },
   { name: 'redis_vs_memory', num: 'gateway_redis', den: 'gateway', what: "gateway on the redis store vs the memory store, credit check off (c')/(c)" },
@@ -222,6 +239,14 @@ export const COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: s
 /** Comparisons of streaming rows: gateway minus bare Envoy. */
 export const STREAM_COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: string; readonly den: string; readonly what: string }> = [
   { name: 'stream_gateway_vs_bare', num: 'gateway_stream', den: 'bare_stream', what: `streaming, ${STREAM_TOKENS} chunks, 0 ms apart: full gateway vs bare Envoy (c)-(b)` },
+  { name: 'stream_floor_vs_bare', num: 'floor_stream', den: 'bare_stream', what: `streaming, ${STREAM_TOKENS} chunks, 0 ms apart: architecture floor vs bare Envoy (f)-(b)` },
+  { name: 'stream_gateway_vs_floor', num: 'gateway_stream', den: 'floor_stream', what: `streaming, ${STREAM_TOKENS} chunks, 0 ms apart: full gateway vs the floor (c)-(f)` },
+  {
+    name: 'stream_paced_floor_vs_bare',
+    num: 'floor_stream_paced',
+    den: 'bare_stream_paced',
+    what: `streaming, ${PACED_TOKENS} chunks, ${PACED_DELAY_MS} ms apart: architecture floor vs bare Envoy (f)-(b)`,
+  },
   {
     name: 'stream_paced_gateway_vs_bare',
     num: 'gateway_stream_paced',

@@ -31,8 +31,9 @@
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { buildEnvoyBootstrap, toYaml } from '../../sidecar/stack/envoy-config.js';
-import { bareBootstrap } from '../../sidecar/stack/envoy-bare.js';
+import { bareBootstrap, relocatedBootstrap } from '../../sidecar/stack/envoy-bare.js';
 import { envoyVersion, requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
 import { ManagedProcess } from '../../sidecar/stack/process.js';
 import { flowHeaderName, internalHeaderNames } from '../../sidecar/src/adapters/envoy/authz-service.js';
@@ -81,6 +82,8 @@ export interface Targets {
   readonly upstreamKey: string;
   /** Bare Envoy base URL without /v1. */
   readonly bareUrl: string;
+  /** Floor base URL without /v1: the gateway's Envoy bootstrap on the no-op sidecar (null-sidecar.ts). */
+  readonly floorUrl: string;
   /** Gateway base URL including /v1. */
   readonly gatewayBase: string;
   /** A gateway key with scope ai. */
@@ -107,6 +110,8 @@ export interface Targets {
 }
 
 const cleanups: Array<() => Promise<void>> = [];
+
+const NULL_SIDECAR = fileURLToPath(new URL('./null-sidecar.ts', import.meta.url));
 
 /** tmpdir() before this run redirected it. */
 const REAL_TMPDIR = tmpdir();
@@ -231,6 +236,28 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const bareHost = ['0.0.0.0', '::'].includes(gw.config.listen.gateway.host) ? '127.0.0.1' : gw.config.listen.gateway.host;
   await waitForReady(`http://${gw.config.listen.envoyAdmin.host}:${adminPort}/ready`, 20_000, bareEnvoy);
 
+  // The floor: the gateway's own bootstrap (same filters and ext_proc modes) against the no-op sidecar.
+  const nullSocket = `unix:${join(benchDir, 'null-sidecar.sock')}`;
+  const flowHeader = flowHeaderName(gw.config.brand);
+  const nullSidecar = new ManagedProcess('null-sidecar', process.execPath, ['--import', 'tsx', NULL_SIDECAR, nullSocket, gw.upstreamKey, flowHeader], {
+    echo: opts.echo,
+    env: { ...process.env, TMPDIR: REAL_TMPDIR },
+  });
+  cleanups.push(() => nullSidecar.stop());
+  await nullSidecar.waitForLine((l) => (l === 'READY' ? true : undefined), 20_000);
+  const [floorPort, floorAdminPort] = await Promise.all([freePort(), freePort()]);
+  const floorFull = buildEnvoyBootstrap(gw.config, { internalHeaders: internalHeaderNames(gw.config.brand), flowHeader, sidecarAddress: nullSocket });
+  const floorPath = join(benchDir, 'envoy-floor.yaml');
+  writeFileSync(floorPath, toYaml(relocatedBootstrap(floorFull, { suffix: 'floor', listenPort: floorPort, adminPort: floorAdminPort })));
+  const floorEnvoy = new ManagedProcess(
+    'envoy-floor',
+    envoyBin,
+    ['-c', floorPath, '--log-level', 'warn', '--base-id', String(baseId - 1), '--concurrency', String(concurrency)],
+    { echo: opts.echo },
+  );
+  cleanups.push(() => floorEnvoy.stop());
+  await waitForReady(`http://${gw.config.listen.envoyAdmin.host}:${floorAdminPort}/ready`, 20_000, floorEnvoy);
+
   // One after the other: each is a whole topology, and two CPUs starting them at once gain little.
   const variants: VariantTarget[] = [];
   for (const name of new Set(opts.variants ?? [])) {
@@ -268,6 +295,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const envoys = [
     { label: 'envoy', proc: gatewayEnvoy },
     { label: 'envoy-bare', proc: bareEnvoy },
+    { label: 'envoy-floor', proc: floorEnvoy },
     ...variants.map((v) => ({ label: `envoy(${v.name})`, proc: v.gateway.stack.process('envoy') })),
   ];
 
@@ -278,6 +306,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
     simulatorUrl: gw.stack.simulatorUrl,
     upstreamKey: gw.upstreamKey,
     bareUrl: `http://${bareHost}:${listenPort}`,
+    floorUrl: `http://${bareHost}:${floorPort}`,
     gatewayBase: gw.base,
     gatewayKey: gw.key,
     gateway: gw,
@@ -288,6 +317,8 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
       const out: Record<string, number | undefined> = {};
       for (const p of gw.stack.processes) out[p.name] = p.pid;
       out['envoy-bare'] = bareEnvoy.pid;
+      out['envoy-floor'] = floorEnvoy.pid;
+      out['null-sidecar'] = nullSidecar.pid;
       return out;
     },
     logs: () => [gw.stack.logs(), bareEnvoy.tail(200), ...variants.map((v) => `--- gateway ${v.name} ---\n${v.gateway.stack.logs()}`)].join('\n'),
@@ -327,7 +358,7 @@ function runDirOf(gw: TestGateway): string {
  * What the benchmark topology spawns: Envoy, the project's Node services, redis-server.
  * Other children (tsx's esbuild service) are not the benchmark's to end.
  */
-const OURS = /(?:^|\/)envoy(?:\s|$)|sidecar\/(?:simulator|account|src)\/main\.ts|redis-server/;
+const OURS = /(?:^|\/)envoy(?:\s|$)|sidecar\/(?:simulator|account|src)\/main\.ts|bench\/null-sidecar\.ts|redis-server/;
 
 /** pids of live child processes of this process that belong to the topology (Linux /proc); empty elsewhere. */
 function childPids(): number[] {
