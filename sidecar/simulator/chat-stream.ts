@@ -24,11 +24,12 @@ const DONE = 'data: [DONE]\n\n';
 /** Generated chunks sent before a midstream failure directive acts. */
 const FAIL_AFTER = 2;
 
-type Failure = 'reset' | 'event' | 'hang' | null;
+type Failure = 'reset' | 'event' | 'end' | 'hang' | null;
 
 function failureOf(d: Readonly<Directives>): Failure {
   if (d.midstreamError) return 'reset';
   if (d.midstreamErrorEvent) return 'event';
+  if (d.midstreamEnd) return 'end';
   if (d.hang) return 'hang';
   return null;
 }
@@ -64,6 +65,7 @@ export async function streamChat(
   const fail = async (): Promise<void> => {
     if (failure === 'reset') w.kill();
     else if (failure === 'event') w.end(STREAM_ERROR_EVENT);
+    else if (failure === 'end') w.end('');
     else await w.untilClosed();
   };
 

@@ -30,6 +30,8 @@ export interface Directives {
   midstreamError?: boolean;
   /** Streaming: send an error event after 2 generated chunks, then end. */
   midstreamErrorEvent?: boolean;
+  /** Streaming: end the response cleanly after 2 generated chunks (no finish_reason, no [DONE]). */
+  midstreamEnd?: boolean;
   /** Never send usage, even when asked. */
   noUsage?: boolean;
   /** Streaming: usage rides on the finish_reason chunk instead of its own chunk. */
@@ -44,7 +46,7 @@ export const NO_DIRECTIVES: Readonly<Directives> = Object.freeze({});
 
 export const DIRECTIVE_NAMES = [
   'status', 'context-overflow', 'empty', 'garbage', 'delay', 'reset', 'tokens', 'reasoning', 'tool',
-  'chunk-delay', 'midstream-error', 'midstream-error-event', 'no-usage', 'usage-in-finish', 'hang',
+  'chunk-delay', 'midstream-error', 'midstream-error-event', 'midstream-end', 'no-usage', 'usage-in-finish', 'hang',
   'retry-after',
 ] as const;
 
@@ -74,6 +76,7 @@ function apply(d: Directives, name: string, value: string | undefined): void {
     case 'chunk-delay': d.chunkDelayMs = int(value) ?? d.chunkDelayMs; break;
     case 'midstream-error': d.midstreamError = true; break;
     case 'midstream-error-event': d.midstreamErrorEvent = true; break;
+    case 'midstream-end': d.midstreamEnd = true; break;
     case 'no-usage': d.noUsage = true; break;
     case 'usage-in-finish': d.usageInFinish = true; break;
     case 'hang': d.hang = true; break;

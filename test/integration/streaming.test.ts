@@ -199,6 +199,16 @@ describe('provider failures and departures', () => {
     expect(r.events).not.toContain('[DONE]');
   });
 
+  it('a provider that ends its stream cleanly before any finish_reason: the stream ends with an error event, not a clean end', async () => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-end'), gw.key);
+    expect(r.status).toBe(200);
+    expect(r.error).toBeNull();
+    expect(r.events).not.toContain('[DONE]');
+    const last = JSON.parse(r.events[r.events.length - 1]!);
+    expect(last.error).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: r.headers.get('x-request-id') });
+    expect(r.events.length).toBe(4); // role + 2 words delivered, then the error event
+  });
+
   it('a provider that stops sending: the stream ends with an error event (envelope, request id) before the idle timeout', async () => {
     const started = Date.now();
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:hang'), gw.key, { timeoutMs: 15_000 });

@@ -130,6 +130,23 @@ describe('ChatStreamRewriter', () => {
     expect(r.completed).toBe(false);
   });
 
+  it('a stream that ends after its finish_reason but without [DONE] still closes properly (final chunk, [DONE])', () => {
+    const { out, r } = run(sse(delta({ content: 'ab' }), delta({}, 'stop'), usageChunk));
+    expect(out.at(-1)).toBe('[DONE]');
+    expect((out.at(-2) as { usage: unknown }).usage).toEqual({ prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 });
+    expect(r.completed).toBe(true);
+  });
+
+  it('a stream cut short (ended before any finish_reason) ends with the error envelope; delivered tokens are still counted', () => {
+    const { out, r } = run(sse(delta({ content: 'abcdefgh' }), delta({ content: 'ijkl' })));
+    expect(out).toHaveLength(3);
+    expect(out[2]).toMatchObject({ error: { code: 'upstream_error', type: 'api_error', request_id: 'req-7' } });
+    expect(out).not.toContain('[DONE]');
+    expect(r.completed).toBe(false);
+    expect(r.usage()).toMatchObject({ estimated: true });
+    expect(r.usage().completionTokens).toBeGreaterThanOrEqual(2);
+  });
+
   it('end() after [DONE] emits nothing more, and later pushes are ignored', () => {
     const r = rewriter();
     const first = r.push(Buffer.from(normal)).toString();
@@ -155,7 +172,10 @@ describe('ChatStreamRewriter', () => {
         const split = run('', rewriter(), chunks);
         expect(split.out).toEqual(whole.out);
         expect(split.r.usage()).toEqual(whole.r.usage());
-        expect(whole.out.at(-1)).toBe('[DONE]');
+        // A stream that ends before [DONE] is complete only if a finish_reason came; otherwise it was cut short.
+        const finished = done || pieces.some((p) => (p.choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason === 'stop');
+        if (finished) expect(whole.out.at(-1)).toBe('[DONE]');
+        else expect((whole.out.at(-1) as any).error.code).toBe('upstream_error');
       }),
       { numRuns: 300 },
     );

@@ -410,6 +410,12 @@ describe('directives', () => {
     expect(data).not.toContain('[DONE]');
   });
 
+  it('midstream-end ends the response cleanly after 2 words: no finish_reason, no [DONE]', async () => {
+    const data = await sseData(await chat('x #sim:midstream-end', { stream: true }));
+    expect(data).toHaveLength(3); // role + 2 words
+    expect(data.map((d) => JSON.parse(d as string).choices[0].finish_reason)).toEqual([null, null, null]);
+  });
+
   it('hang stops sending but keeps the connection open until the client leaves', async () => {
     const ac = new AbortController();
     const res = await post('/v1/chat/completions', { model: 'm', stream: true, messages: [{ role: 'user', content: '#sim:hang' }] }, {}, ac.signal);

@@ -8,6 +8,8 @@ import { SseFramer, type SseEvent } from './framer.js';
 import { scanDeltaChunk, type ChunkSpans } from './chunk-scan.js';
 
 const DONE = Buffer.from('data: [DONE]\n\n');
+/** A finish_reason with a value (not null) in a choices array's raw JSON. */
+const FINISHED = /"finish_reason"\s*:\s*"/;
 
 const frame = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`;
 
@@ -27,6 +29,8 @@ export class ChatStreamRewriter {
   /** Set once the final chunk (or an error event) has been emitted. */
   private closed = false;
   private failed = false;
+  /** A choice has reported its finish_reason: the answer itself is complete. */
+  private finished = false;
   private readonly chunkHead: string;
   private readonly aliasJson: string;
 
@@ -52,11 +56,16 @@ export class ChatStreamRewriter {
     return Buffer.from(this.render(events));
   }
 
-  /** The provider's stream ended: deliver anything left and close properly. */
+  /**
+   * The provider's stream ended: deliver anything left and close properly. A
+   * provider that ended without `[DONE]` but after a finish_reason only left
+   * out the terminator; one that ended before any finish_reason cut the answer
+   * short, and the caller gets the error event instead of a clean end.
+   */
   end(): Buffer {
     if (this.closed) return Buffer.alloc(0);
     let out = this.render(this.framer.flush());
-    if (!this.closed) out += this.finalChunk();
+    if (!this.closed) out += this.finished ? this.finalChunk() : this.fail();
     return Buffer.concat([Buffer.from(out), this.failed ? Buffer.alloc(0) : DONE]);
   }
 
@@ -97,6 +106,7 @@ export class ChatStreamRewriter {
   /** A plain delta chunk: the provider's choices text between our id and alias, no parse. */
   private spliceChunk(c: ChunkSpans): string {
     if (c.created !== null) this.created = c.created;
+    if (!this.finished && FINISHED.test(c.choices)) this.finished = true;
     if (c.contentChars > 0) {
       this.completionChars += c.contentChars;
       this.deltaCount++;
@@ -115,6 +125,7 @@ export class ChatStreamRewriter {
       this.count(c.delta);
       const delta = cleanMessage(c.delta);
       const finish = typeof c.finish_reason === 'string' ? c.finish_reason : null;
+      if (finish !== null) this.finished = true;
       if (Object.keys(delta).length === 0 && finish === null) continue; // reasoning-only chunk
       choices.push({ index: typeof c.index === 'number' ? c.index : 0, delta, finish_reason: finish });
     }
