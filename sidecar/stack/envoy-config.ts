@@ -60,10 +60,11 @@ function sidecarCluster(address: string, bufferLimit: number): Record<string, un
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
         '@type': T('envoy.extensions.upstreams.http.v3.HttpProtocolOptions'),
         explicit_http_config: { http2_protocol_options: { connection_keepalive: { interval: '30s', timeout: '5s' } } },
-        // Envoy resets each ext_proc stream when its request is done (before reading the
-        // sidecar's trailers). Node's HTTP/2 rapid-reset guard (1000 resets per connection,
-        // then 33/s; not adjustable in Node 20) would GOAWAY the connection and fail the
-        // calls on it. Rotating connections well below that limit keeps it from firing.
+        // Completed ext_proc streams close gracefully (layered_runtime below), but a client
+        // that leaves mid-request still resets its stream. Node's HTTP/2 rapid-reset guard
+        // (1000 resets per connection, then 33/s; not adjustable in Node 20) would GOAWAY the
+        // connection and fail the calls on it; rotating connections well below that limit
+        // keeps a burst of abandoned requests from firing it.
         common_http_protocol_options: { max_requests_per_connection: 400 },
       },
     },

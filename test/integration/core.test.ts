@@ -308,3 +308,23 @@ describe('log lines', () => {
     }
   });
 });
+
+describe('sidecar side streams', () => {
+  const resets = async (): Promise<number> => {
+    const { host, port } = gw.config.listen.envoyAdmin;
+    const text = await (await fetch(`http://${host}:${port}/stats?filter=^cluster\\.sidecar\\.upstream_rq_tx_reset$`)).text();
+    const m = /upstream_rq_tx_reset: (\d+)/.exec(text);
+    if (!m) throw new Error(`no reset counter in Envoy's stats: ${text.slice(0, 200)}`);
+    return Number(m[1]);
+  };
+
+  it('end cleanly: completed requests (buffered and streamed) cost the sidecar no RST_STREAM', async () => {
+    const before = await resets();
+    for (let i = 0; i < 10; i++) {
+      const r = await post(`${gw.base}/chat/completions`, chat('svc-core', i % 2 ? { stream: true } : {}), gw.key);
+      expect(r.status).toBe(200);
+    }
+    await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: 'x' }, gw.key);
+    expect(await resets()).toBe(before);
+  });
+});
