@@ -2,6 +2,12 @@ import { lstatSync, unlinkSync } from 'node:fs';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { AuthorizationService, type AuthorizationServer } from '../generated/envoy/service/auth/v3/external_auth.js';
 import { ExternalProcessorService, type ExternalProcessorServer } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
+import { decodeProcessingRequest } from './envoy/processing-request-decode.js';
+
+/** The generated ext_proc service with the response-phase decoder (processing-request-decode.ts). */
+const ExternalProcessorLean = {
+  process: { ...ExternalProcessorService.process, requestDeserialize: (value: Buffer) => decodeProcessingRequest(value) },
+} as const;
 
 /** Serves ext_authz and ext_proc on one gRPC server ("unix:/path" or "host:port"). */
 export async function startGrpcServer(
@@ -17,7 +23,7 @@ export async function startGrpcServer(
   });
   removeStaleSocket(address);
   server.addService(AuthorizationService, services.authz as never);
-  server.addService(ExternalProcessorService, services.extProc as never);
+  server.addService(ExternalProcessorLean, services.extProc as never);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );

@@ -1,0 +1,75 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { BinaryWriter } from '@bufbuild/protobuf/wire';
+import { decodeProcessingRequest } from '../../sidecar/src/adapters/envoy/processing-request-decode.js';
+import { ProcessingRequest } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
+import { Metadata } from '../../sidecar/src/generated/envoy/config/core/v3/base.js';
+
+const PHASES = ['requestHeaders', 'responseHeaders', 'requestBody', 'responseBody', 'requestTrailers', 'responseTrailers'] as const;
+type Phase = (typeof PHASES)[number];
+const isResponse = (p: Phase) => p.startsWith('response');
+
+const metadata = { filterMetadata: { 'envoy.filters.http.ext_authz': { tenant_id: 'ten_1', held: '1200', nested: { a: [1, 'x', true, null] } } }, typedFilterMetadata: {} };
+const attributes = { 'envoy.filters.http.ext_proc': { 'request.id': 'req-1', 'request.path': '/v1/chat/completions' } };
+
+function message(phase: Phase, body: Uint8Array, endOfStream: boolean, extras: { metadata: boolean; attributes: boolean }): ProcessingRequest {
+  const headers = { headers: { headers: [{ key: ':status', value: '', rawValue: Buffer.from('200') }] }, attributes: {}, endOfStream };
+  const part =
+    phase.endsWith('Headers')
+      ? headers
+      : phase.endsWith('Body')
+        ? { body: Buffer.from(body), endOfStream, endOfStreamWithoutMessage: false, grpcMessageCompressed: false }
+        : { trailers: { headers: [] } };
+  return {
+    [phase]: part,
+    metadataContext: extras.metadata ? (metadata as never) : undefined,
+    attributes: extras.attributes ? (attributes as never) : {},
+    observabilityMode: false,
+  } as ProcessingRequest;
+}
+
+/** What the sidecar must see: everything, except start-only fields on response-phase messages. */
+function expected(phase: Phase, full: ProcessingRequest): ProcessingRequest {
+  return isResponse(phase) ? { ...full, metadataContext: undefined, attributes: {} } : full;
+}
+
+describe('decodeProcessingRequest', () => {
+  it('decodes like ProcessingRequest.decode, without the start-only fields on response phases', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...PHASES), fc.uint8Array({ maxLength: 300 }), fc.boolean(), fc.boolean(), fc.boolean(), (phase, body, eos, md, attrs) => {
+        const bytes = ProcessingRequest.encode(message(phase, body, eos, { metadata: md, attributes: attrs })).finish();
+        const full = ProcessingRequest.decode(bytes);
+        expect(decodeProcessingRequest(bytes)).toEqual(expected(phase, full));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps the request-phase metadata the exchange starts from', () => {
+    const bytes = ProcessingRequest.encode(message('requestBody', Buffer.from('{}'), true, { metadata: true, attributes: true })).finish();
+    const got = decodeProcessingRequest(bytes);
+    expect(got.metadataContext?.filterMetadata['envoy.filters.http.ext_authz']).toMatchObject({ tenant_id: 'ten_1', held: '1200' });
+    expect(got.attributes['envoy.filters.http.ext_proc']).toMatchObject({ 'request.id': 'req-1' });
+  });
+
+  it('handles fields in any order (metadata before the phase, so the kept bytes are not one run)', () => {
+    const body = Buffer.from('data: {"choices":[]}\n\n');
+    const w = new BinaryWriter();
+    Metadata.encode(metadata as never, w.uint32(66).fork()).join(); // field 8, length-delimited
+    const inner = ProcessingRequest.encode({
+      responseBody: { body, endOfStream: false, endOfStreamWithoutMessage: false, grpcMessageCompressed: false },
+      attributes: {},
+      observabilityMode: false,
+    } as ProcessingRequest).finish();
+    const bytes = Buffer.concat([w.finish(), inner, Buffer.from([0x50, 0x01])]); // + observability_mode = true (field 10)
+    const got = decodeProcessingRequest(bytes);
+    expect(Buffer.from(got.responseBody!.body)).toEqual(body);
+    expect(got.observabilityMode).toBe(true);
+    expect(got.metadataContext).toBeUndefined();
+  });
+
+  it('rejects a truncated message like the generated decoder', () => {
+    const bytes = ProcessingRequest.encode(message('responseBody', Buffer.from('abcdef'), false, { metadata: true, attributes: false })).finish();
+    expect(() => decodeProcessingRequest(bytes.subarray(0, bytes.length - 3))).toThrow();
+  });
+});
