@@ -149,7 +149,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
 }
 
 async function main() {
-  // Stack traces mapped through source maps cost ~60 µs per stream reset Envoy sends; off unless asked for.
+  // Stack traces mapped through source maps cost ~60 µs per stream reset (a client that leaves); off unless asked for.
   if (process.env.SIDECAR_SOURCE_MAPS !== '1') process.setSourceMapsEnabled(false);
   const cfg = loadConfigOrExit();
   const sidecar = await startSidecar(cfg);
