@@ -21,7 +21,7 @@ export interface StreamSettings {
 
 const ROLE_DELTA = '{"role":"assistant","content":""}';
 const DONE = 'data: [DONE]\n\n';
-/** Generated chunks sent before a midstream failure directive acts. */
+/** Generated chunks sent before a midstream failure directive acts (unless `fail-after` says otherwise). */
 const FAIL_AFTER = 2;
 
 type Failure = 'reset' | 'event' | 'end' | 'hang' | null;
@@ -44,6 +44,7 @@ export async function streamChat(
   const usageMode = d.noUsage ? 'none' : d.usageInFinish ? 'finish' : settings.includeUsage ? 'chunk' : 'none';
   const delay = d.chunkDelayMs ?? settings.chunkDelayMs;
   const failure = failureOf(d);
+  const failAfter = d.failAfter ?? FAIL_AFTER;
   const envelope = `data: {"id":"${plan.id}","object":"chat.completion.chunk","created":${plan.created},"model":${JSON.stringify(plan.model)},"system_fingerprint":"fp_sim",`;
   const head = `${envelope}"choices":[{"index":0,"delta":`;
   const usageNull = usageMode === 'chunk' ? ',"usage":null' : '';
@@ -78,7 +79,7 @@ export async function streamChat(
     chunks++;
     if (kind === 'content') contentSent++;
     else if (kind === 'reasoning') reasoningSent++;
-    if (kind !== 'control' && failure !== null && ++generated >= FAIL_AFTER) {
+    if (kind !== 'control' && failure !== null && ++generated >= failAfter) {
       await fail();
       return false;
     }
@@ -88,6 +89,13 @@ export async function streamChat(
   const delta = (json: string): string => head + json + tail;
 
   w.start();
+  if ((d.prefillMs ?? 0) > 0 || (failure !== null && failAfter === 0)) {
+    // The provider has answered 200 and is still working on the first token.
+    w.flushHeaders();
+    if (failure !== null && failAfter === 0) return fail();
+    await w.pause(d.prefillMs ?? 0);
+    if (w.closed) return;
+  }
   if (!(await emit(delta(ROLE_DELTA), 'control'))) return;
   for (let i = 0; i < plan.reasoningTokens; i++) {
     if (!(await emit(delta(reasoning.delta(i)), 'reasoning'))) return;

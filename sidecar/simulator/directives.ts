@@ -32,6 +32,10 @@ export interface Directives {
   midstreamErrorEvent?: boolean;
   /** Streaming: end the response cleanly after 2 generated chunks (no finish_reason, no [DONE]). */
   midstreamEnd?: boolean;
+  /** Streaming: generated chunks before a midstream failure acts (default 2; 0: right after the headers). */
+  failAfter?: number;
+  /** Streaming: headers at once, then this long before the first chunk (a provider's prefill). */
+  prefillMs?: number;
   /** Never send usage, even when asked. */
   noUsage?: boolean;
   /** Streaming: usage rides on the finish_reason chunk instead of its own chunk. */
@@ -46,7 +50,7 @@ export const NO_DIRECTIVES: Readonly<Directives> = Object.freeze({});
 
 export const DIRECTIVE_NAMES = [
   'status', 'context-overflow', 'empty', 'garbage', 'delay', 'reset', 'tokens', 'reasoning', 'tool',
-  'chunk-delay', 'midstream-error', 'midstream-error-event', 'midstream-end', 'no-usage', 'usage-in-finish', 'hang',
+  'chunk-delay', 'midstream-error', 'midstream-error-event', 'midstream-end', 'fail-after', 'prefill', 'no-usage', 'usage-in-finish', 'hang',
   'retry-after',
 ] as const;
 
@@ -77,6 +81,8 @@ function apply(d: Directives, name: string, value: string | undefined): void {
     case 'midstream-error': d.midstreamError = true; break;
     case 'midstream-error-event': d.midstreamErrorEvent = true; break;
     case 'midstream-end': d.midstreamEnd = true; break;
+    case 'fail-after': d.failAfter = int(value) ?? d.failAfter; break;
+    case 'prefill': d.prefillMs = int(value) ?? d.prefillMs; break;
     case 'no-usage': d.noUsage = true; break;
     case 'usage-in-finish': d.usageInFinish = true; break;
     case 'hang': d.hang = true; break;

@@ -35,6 +35,11 @@ export class SseWriter {
     this.res.writeHead(200, SSE_HEADERS);
   }
 
+  /** Sends the status line and headers now, before any event. */
+  flushHeaders(): void {
+    this.res.flushHeaders();
+  }
+
   /** Writes one event; false once the client is gone. */
   async send(event: string): Promise<boolean> {
     if (this.closed) return false;

@@ -14,11 +14,12 @@ export async function readSse(
   url: string,
   body: unknown,
   key: string,
-  opts: { abortAfterEvents?: number; timeoutMs?: number } = {},
+  opts: { abortAfterEvents?: number; abortAfterMs?: number; timeoutMs?: number } = {},
 ): Promise<SseRead> {
   const started = performance.now();
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(new Error('timeout')), opts.timeoutMs ?? 20_000);
+  const leave = opts.abortAfterMs === undefined ? null : setTimeout(() => ctrl.abort(new Error('client went away')), opts.abortAfterMs);
   const out: SseRead = { status: 0, headers: new Headers(), events: [], times: [], error: null, raw: '' };
   try {
     const res = await fetch(url, {
@@ -58,6 +59,7 @@ export async function readSse(
     out.error = (err as Error).message;
   } finally {
     clearTimeout(timer);
+    if (leave) clearTimeout(leave);
   }
   return out;
 }

@@ -106,6 +106,19 @@ describe('the credit check (402) and holds', () => {
     expect(a.balance).toBe(1_000_000);
     expect((await usageCosts(tenant)).records).toHaveLength(0);
   });
+
+  it('a stream that fails before its first event (a clean 502), or whose client leaves during the first token, costs nothing', async () => {
+    const { tenant, key } = await newTenant(1_000_000);
+    for (const directive of ['#sim:midstream-error', '#sim:midstream-error-event', '#sim:midstream-end']) {
+      const r = await post(`${gw.base}/chat/completions`, chat(`x ${directive} #sim:fail-after=0`, { stream: true }), key);
+      expectEnvelope(r, 502, 'upstream_error');
+    }
+    const left = await readSse(`${gw.base}/chat/completions`, chat('x #sim:prefill=2000', { stream: true }), key, { abortAfterMs: 300 });
+    expect(left.events).toHaveLength(0);
+    const a = await settled(tenant);
+    expect(a).toMatchObject({ balance: 1_000_000, held: 0 });
+    expect((await usageCosts(tenant)).records).toHaveLength(0);
+  });
 });
 
 describe('spend caps (429)', () => {

@@ -36,6 +36,10 @@ const sidecarSummary = (requestId: string) =>
     })
     .find((l) => l?.msg === 'request' && l.request_id === requestId);
 
+const waitForSummary = async (requestId: string) => {
+  for (let i = 0; i < 40 && !sidecarSummary(requestId); i++) await new Promise((r) => setTimeout(r, 25));
+};
+
 describe('streamed chat completions', () => {
   it('chunk order: deltas, then one final chunk with usage and svc, then [DONE]', async () => {
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('Hello #sim:tokens=5'), gw.key);
@@ -220,6 +224,30 @@ describe('provider failures and departures', () => {
     expect(r.events.length).toBeGreaterThan(1); // the chunks before the stall were delivered
   });
 
+  it.each([
+    ['breaks its connection', '#sim:midstream-error'],
+    ['sends an error event', '#sim:midstream-error-event'],
+    ['ends its stream', '#sim:midstream-end'],
+  ])('a provider that %s after its 200 headers but before any event: a clean 502 envelope, not a stream', async (_what, directive) => {
+    const r = await post(`${gw.base}/chat/completions`, streamBody(`x ${directive} #sim:fail-after=0`), gw.key);
+    expect(r.status).toBe(502);
+    expect(r.headers.get('content-type')).toContain('application/json');
+    expect(r.json.error).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: r.headers.get('x-request-id') });
+    // Not charged: the sidecar's line has no usage (the billing suite checks the money).
+    await waitForSummary(r.headers.get('x-request-id')!);
+    const line = sidecarSummary(r.headers.get('x-request-id')!);
+    expect(['upstream_error', 'interrupted']).toContain(line.outcome);
+    expect(line.completion_tokens).toBeUndefined();
+  });
+
+  it('a provider silent after its headers: a clean 502 envelope before the idle timeout, nothing hangs', async () => {
+    const started = Date.now();
+    const r = await post(`${gw.base}/chat/completions`, streamBody('x #sim:hang #sim:fail-after=0'), gw.key);
+    expect(Date.now() - started).toBeLessThan(6000);
+    expect(r.status).toBe(502);
+    expect(r.json.error).toMatchObject({ code: 'upstream_error', request_id: r.headers.get('x-request-id') });
+  });
+
   it('a provider connection that breaks mid-stream cuts the client stream (Envoy resets it; no [DONE]), nothing hangs', async () => {
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:chunk-delay=50 #sim:midstream-error'), gw.key, { timeoutMs: 15_000 });
     expect(r.events).not.toContain('[DONE]');
@@ -249,4 +277,22 @@ describe('provider failures and departures', () => {
     expect(summary.completion_tokens).toBeGreaterThanOrEqual(delivered);
     expect(summary.completion_tokens).toBeLessThan(20);
   });
+});
+
+describe('a long first token', () => {
+  let slow: TestGateway;
+  beforeAll(async () => {
+    slow = await startGateway({ config: { upstream: { idleTimeoutMs: 10_000 } } });
+  });
+  afterAll(async () => {
+    await slow?.stop();
+  });
+
+  it("headers kept back longer than ext_proc's message timeout (5 s) still stream normally", async () => {
+    const r = await readSse(`${slow.base}/chat/completions`, streamBody('x #sim:prefill=5500 #sim:tokens=3'), slow.key, { timeoutMs: 15_000 });
+    expect(r.status).toBe(200);
+    expect(r.error).toBeNull();
+    expect(r.events.at(-1)).toBe('[DONE]');
+    expect(JSON.parse(r.events.at(-2)!).usage).toMatchObject({ completion_tokens: 3 });
+  }, 20_000);
 });

@@ -198,6 +198,40 @@ describe('responses', () => {
     expect(s.billable?.completionTokens).toBeGreaterThan(0); // what was delivered is billed
   });
 
+  it('until the first event the answer is not committed: headers wait, and a stall is a clean 502 that costs nothing', () => {
+    const { x } = admittedChat({ stream: true });
+    x.responseHeaders(200, [':status'], 'text/event-stream');
+    expect(x.awaitingFirstEvent).toBe(true);
+    // A reasoning-only event gives the caller nothing yet.
+    const hidden = x.responseBody(Buffer.from(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { reasoning_content: 'thinking' } }] })}\n\n`), false);
+    expect(body(hidden)).toBe('');
+    expect(x.awaitingFirstEvent).toBe(true);
+    const stalled = x.streamStalled();
+    expect(stalled).toMatchObject({ kind: 'reply', status: 502 });
+    expect(JSON.parse((stalled as { body: string }).body).error).toMatchObject({ code: 'upstream_error', request_id: 'req-1' });
+    expect(x.streaming).toBe(false);
+    expect(x.summary()).toMatchObject({ status: 502, outcome: 'upstream_error', billable: null });
+  });
+
+  it('a provider error as the first event, or a stream that ends empty, is a clean 502', () => {
+    for (const first of [`data: ${JSON.stringify({ error: { message: 'overloaded sim-core-1' } })}\n\n`, '']) {
+      const { x } = admittedChat({ stream: true });
+      x.responseHeaders(200, [':status'], 'text/event-stream');
+      expect(x.responseBody(Buffer.from(first), first === '')).toMatchObject({ kind: 'reply', status: 502 });
+      expect(x.summary()).toMatchObject({ outcome: 'upstream_error', billable: null });
+    }
+  });
+
+  it('the first event commits the answer: later failures end the stream with an error event', () => {
+    const { x } = admittedChat({ stream: true });
+    x.responseHeaders(200, [':status'], 'text/event-stream');
+    x.responseBody(Buffer.from(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] })}\n\n`), false);
+    expect(x.awaitingFirstEvent).toBe(false);
+    const failed = x.responseBody(Buffer.from(`data: ${JSON.stringify({ error: { message: 'boom' } })}\n\n`), false);
+    expect(failed.kind).toBe('continue');
+    expect(JSON.parse(body(failed).slice(6)).error).toMatchObject({ code: 'upstream_error' });
+  });
+
   it('abandon() mid-stream records estimated usage and outcome interrupted', () => {
     const { x } = admittedChat({ stream: true });
     x.responseHeaders(200, [':status'], 'text/event-stream');

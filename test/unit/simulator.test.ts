@@ -416,6 +416,23 @@ describe('directives', () => {
     expect(data.map((d) => JSON.parse(d as string).choices[0].finish_reason)).toEqual([null, null, null]);
   });
 
+  it('fail-after=0 acts right after the headers: 200 and text/event-stream, then no event', async () => {
+    const res = await chat('x #sim:midstream-end #sim:fail-after=0', { stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    expect(await sseData(res)).toEqual([]);
+  });
+
+  it('prefill sends the headers at once and the first event after the delay', async () => {
+    const started = Date.now();
+    const res = await chat('x #sim:prefill=150 #sim:tokens=1', { stream: true });
+    const headersAfter = Date.now() - started;
+    const data = await sseData(res);
+    expect(headersAfter).toBeLessThan(120);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(150);
+    expect(data.at(-1)).toBe('[DONE]');
+  });
+
   it('hang stops sending but keeps the connection open until the client leaves', async () => {
     const ac = new AbortController();
     const res = await post('/v1/chat/completions', { model: 'm', stream: true, messages: [{ role: 'user', content: '#sim:hang' }] }, {}, ac.signal);

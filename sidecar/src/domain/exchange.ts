@@ -167,7 +167,6 @@ export class Exchange {
     if (ctx.stream) {
       if (!contentType?.startsWith('text/event-stream')) return this.upstreamFailed();
       this.stream = new ChatStreamRewriter(ctx, this.requestId, this.deps.brand, ctx.promptEstimate);
-      this.status = 200;
       return { kind: 'continue', headers: { set: {}, remove: [...remove, 'content-length'] } };
     }
     return { kind: 'continue', headers: { set: {}, remove } };
@@ -180,6 +179,15 @@ export class Exchange {
     if (this.stream) {
       if (this.streamClosed) return { kind: 'continue' }; // a re-delivered last chunk (envoyproxy/envoy#46237)
       const out = endOfStream ? Buffer.concat([this.stream.push(chunk), this.stream.end()]) : this.stream.push(chunk);
+      if (!this.delivered && this.stream.failedUpstream) {
+        // The provider failed before the caller got a single event: a clean 502, nothing charged.
+        this.streamClosed = true;
+        return this.upstreamFailed();
+      }
+      if (out.length > 0 && !this.delivered) {
+        this.delivered = true;
+        this.status = 200; // the caller's headers go out with this first event
+      }
       if (endOfStream) this.finishStream();
       return { kind: 'continue', body: out, streamed: { endOfStream } };
     }
@@ -205,11 +213,27 @@ export class Exchange {
   }
 
   /**
-   * The provider went silent mid-stream: end the caller's stream with one
-   * error event (the envelope with the request id) instead of letting it hang.
+   * A streamed response with nothing for the caller yet: the provider has sent
+   * its headers but no event (it is still on the first token). The adapter
+   * keeps the caller's headers back meanwhile: until the first event the
+   * answer is not committed, so a provider that breaks off, falls silent or
+   * fails can still be a clean 502.
+   */
+  get awaitingFirstEvent(): boolean {
+    return this.streaming && !this.delivered;
+  }
+
+  /**
+   * The provider went silent: before its first event, the 502 envelope; mid-stream,
+   * one error event (the envelope with the request id) ends the caller's stream
+   * instead of letting it hang.
    */
   streamStalled(): Action {
     if (!this.stream || this.streamClosed) return { kind: 'continue' };
+    if (!this.delivered) {
+      this.streamClosed = true;
+      return this.upstreamFailed();
+    }
     const out = Buffer.from(this.stream.fail());
     this.finishStream();
     return { kind: 'continue', body: out, streamed: { endOfStream: true } };
@@ -218,7 +242,9 @@ export class Exchange {
   /** Envoy closed the stream before the response ended: the client went away or the provider broke off. */
   abandon(): void {
     if (this.stream && !this.streamClosed && this.outcome === 'incomplete') {
-      this.usage = this.stream.usage();
+      // Before the first event the caller got nothing (Envoy answers 502, or the client
+      // had left): like a JSON request whose client left, nothing is charged.
+      if (this.delivered) this.usage = this.stream.usage();
       this.outcome = 'interrupted';
     }
   }
@@ -248,7 +274,8 @@ export class Exchange {
    * What the request costs: the provider's usage when it came, else the
    * gateway's count (marked estimated). A stream the client abandoned is
    * charged for the prompt and what was delivered; a stream the provider
-   * broke off, for what was delivered, if anything. A request that delivered
+   * broke off, for what was delivered, if anything; a stream that ended
+   * before its first event reached the caller, nothing. A request that delivered
    * nothing (a provider failure, a refusal, a JSON request whose client left
    * before the answer) is not charged: its hold is released.
    */
@@ -259,6 +286,8 @@ export class Exchange {
   }
 
   private streamClosed = false;
+  /** The caller has been sent at least one event of a streamed response. */
+  private delivered = false;
 
   private finishStream(): void {
     const s = this.stream;

@@ -55,6 +55,12 @@ function toResponse(phase: Phase, action: Action): ProcessingResponse {
   return res;
 }
 
+/** A streamed body answer with no bytes that does not end the stream. */
+function isEmptyPiece(res: ProcessingResponse): boolean {
+  const piece = res.responseBody?.response?.bodyMutation?.streamedResponse;
+  return piece !== undefined && piece.body.length === 0 && !piece.endOfStream;
+}
+
 export interface ExtProcDeps {
   readonly exchange: ExchangeDeps;
   readonly log: Logger;
@@ -95,8 +101,23 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         deps.log.warn({ request_id: exchange.summary().requestId }, 'provider stalled mid-stream; ending the stream with an error event');
         send(null, toResponse('responseBody', exchange.streamStalled()));
       };
+      // The answer to a streamed response's headers, kept back until the provider's
+      // first event (Exchange.awaitingFirstEvent); dropped if a 502 replaces it.
+      let heldHeaders: ProcessingResponse | null = null;
       const send = (req: ProcessingRequest | null, res: ProcessingResponse) => {
         if (finished) return;
+        if (exchange.awaitingFirstEvent && !res.immediateResponse) {
+          if (req?.responseHeaders) {
+            heldHeaders = res;
+            return;
+          }
+          // Full duplex needs no answer per message: an empty piece waits for the first event.
+          if (req?.responseBody && isEmptyPiece(res)) return;
+        }
+        if (heldHeaders) {
+          if (!res.immediateResponse) call.write(heldHeaders);
+          heldHeaders = null;
+        }
         call.write(res);
         const streamedEnd = res.responseBody?.response?.bodyMutation?.streamedResponse?.endOfStream ?? false;
         const bufferedEnd = (req?.responseBody?.endOfStream ?? false) && !res.responseBody?.response?.bodyMutation?.streamedResponse;

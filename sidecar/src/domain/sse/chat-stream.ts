@@ -79,6 +79,11 @@ export class ChatStreamRewriter {
     return this.closed && !this.failed;
   }
 
+  /** The stream ended with the error event (the provider failed). */
+  get failedUpstream(): boolean {
+    return this.failed;
+  }
+
   private render(events: SseEvent[]): string {
     let out = '';
     for (const ev of events) {
