@@ -98,7 +98,7 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       const onStall = () => {
         stall = null;
         if (finished || !exchange.streaming) return;
-        deps.log.warn({ request_id: exchange.summary().requestId }, 'provider stalled mid-stream; ending the stream with an error event');
+        deps.log.warn({ request_id: exchange.summary().requestId }, 'provider stalled; ending the exchange with upstream_error (a 502 before the first event, else an error event)');
         send(null, toResponse('responseBody', exchange.streamStalled()));
       };
       // The answer to a streamed response's headers, kept back until the provider's
