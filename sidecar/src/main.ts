@@ -66,7 +66,9 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
     if (s.held !== null && s.principal && s.ctx) {
-      void billing.finish({ principal: s.principal, ctx: s.ctx, requestId: s.requestId, usage: s.billable, startedAt: s.startedAt });
+      billing
+        .finish({ principal: s.principal, ctx: s.ctx, requestId: s.requestId, usage: s.billable, startedAt: s.startedAt })
+        .catch((err: unknown) => log.error({ request_id: s.requestId, err: (err as Error).name }, 'settlement failed'));
     }
     log.info(
       {

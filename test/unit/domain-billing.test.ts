@@ -98,6 +98,22 @@ describe('Billing', () => {
     expect(1_000_000 - a.balance).toBe(records[0]!.cost);
   });
 
+  it('a settlement no ledger could take (a cost out of range) never throws, releases the hold and journals nothing', async () => {
+    const ledger = createMemoryLedger();
+    await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    const failures: string[] = [];
+    const j = journal();
+    const billing = new Billing(ledger, cfg.billing, j, { settled: () => {}, failed: (what) => failures.push(what) });
+    await billing.admit(principal, ctxOf('x'), 'req-big');
+    billing.claim('ten_1', 'req-big');
+    const absurd = { promptTokens: Number.MAX_SAFE_INTEGER, completionTokens: Number.MAX_SAFE_INTEGER, totalTokens: Number.MAX_SAFE_INTEGER, estimated: false };
+    await expect(billing.finish({ principal, ctx: ctxOf('x'), requestId: 'req-big', usage: absurd, startedAt: Date.now() })).resolves.toBeUndefined();
+    expect(failures).toEqual(['settle']);
+    expect(j.pending()).toHaveLength(0);
+    const a = await ledger.account('ten_1', '2026-11');
+    expect(a).toMatchObject({ held: 0, balance: 1_000_000 });
+  });
+
   it('a store outage at admission is 503 credits_unavailable and journals a release of any late hold', async () => {
     const real = createMemoryLedger();
     const down: Ledger = { ...real, reserve: () => Promise.reject(new StoreUnavailableError()) };

@@ -157,6 +157,9 @@ describe('validation', () => {
     ['max_tokens zero', { max_tokens: 0 }, 'max_tokens'],
     ['max_tokens fraction', { max_tokens: 1.5 }, 'max_tokens'],
     ['max_completion_tokens string', { max_completion_tokens: '10' }, 'max_completion_tokens'],
+    ['max_tokens above the limit', { max_tokens: 1_000_001 }, 'max_tokens'],
+    ['max_tokens beyond safe integers', { max_tokens: 1e300 }, 'max_tokens'],
+    ['max_completion_tokens above the limit', { max_completion_tokens: 2 ** 53 }, 'max_completion_tokens'],
     ['temperature too high', { temperature: 2.5 }, 'temperature'],
     ['temperature string', { temperature: '1' }, 'temperature'],
     ['stream string', { stream: 'yes' }, 'stream'],
@@ -169,6 +172,10 @@ describe('validation', () => {
     const r = refusal({ model: 'svc-quick', messages, ...over });
     expect(r.code).toBe('invalid_request');
     expect(r.param).toBe(param);
+  });
+
+  it('max_tokens at the limit is accepted', () => {
+    expect(() => admit({ model: 'svc-quick', messages, max_tokens: 1_000_000 })).not.toThrow();
   });
 
   it('a non-object body → invalid_request param body', () => {

@@ -81,7 +81,8 @@ describe('rewriteChatCompletion', () => {
   it('no or malformed usage → estimated by the gateway and reported in the body', () => {
     const ctx = ctxFor({ model: 'svc-quick' });
     expect(ctx.promptEstimate).toBe(2); // 'user' + 'hi' = 6 characters
-    for (const u of [undefined, null, { prompt_tokens: -1 }, { prompt_tokens: 'x' }]) {
+    const absurd = [{ prompt_tokens: 1e20, completion_tokens: 5 }, { prompt_tokens: 5, completion_tokens: 2 ** 53 }, { prompt_tokens: 2_000_000_000 }];
+    for (const u of [undefined, null, { prompt_tokens: -1 }, { prompt_tokens: 'x' }, ...absurd]) {
       const { body, usage } = rewrite({ ...provider, usage: u }, ctx);
       // completion: the returned message { role: 'assistant', content: 'Hello!', refusal: null } = 15 characters → 4 tokens;
       // the stripped reasoning text is not counted.

@@ -3,6 +3,7 @@ import { Errors, gatewayError, type GatewayError } from './errors.js';
 import { resolveModelField } from './model-field.js';
 import type { Admission, FloorReport } from './request-context.js';
 import { estimateTokens } from './token-estimate.js';
+import { isObject, isPositiveInt } from '../util/json.js';
 
 export interface ChatPolicy {
   readonly defaultTemperature: number;
@@ -15,8 +16,8 @@ const invalid = (param: string, message: string): { ok: false; error: GatewayErr
   error: gatewayError(Errors.invalidRequest, { param, message }),
 });
 
-import { isObject } from '../util/json.js';
-const isPositiveInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1;
+/** Upper bound of max_tokens / max_completion_tokens (the spec leaves it open; README). */
+export const MAX_TOKENS_LIMIT = 1_000_000;
 
 function checkMessages(messages: unknown): { ok: false; error: GatewayError } | null {
   if (!Array.isArray(messages) || messages.length === 0) return invalid('messages', 'The field must be a non-empty array.');
@@ -46,7 +47,8 @@ export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy): 
   if (bad) return bad;
 
   for (const field of ['max_tokens', 'max_completion_tokens'] as const) {
-    if (body[field] != null && !isPositiveInt(body[field])) return invalid(field, 'The field must be a positive integer.');
+    const v = body[field];
+    if (v != null && !(isPositiveInt(v) && v <= MAX_TOKENS_LIMIT)) return invalid(field, `The field must be a positive integer up to ${MAX_TOKENS_LIMIT}.`);
   }
   if (body.temperature != null && (typeof body.temperature !== 'number' || body.temperature < 0 || body.temperature > 2)) {
     return invalid('temperature', 'The field must be a number between 0 and 2.');

@@ -9,13 +9,21 @@ export interface Usage {
   readonly estimated: boolean;
 }
 
-/** Reads an OpenAI-style usage object; undefined if absent or malformed. */
+/**
+ * More tokens than any single request can use: a provider reporting more is
+ * treated as reporting nothing (the gateway counts instead), so a bogus figure
+ * can neither inflate a bill nor push a cost out of integer range.
+ */
+const MAX_REPORTED_TOKENS = 1_000_000_000;
+const isTokenCount = (v: unknown): v is number => isNonNegativeInt(v) && v <= MAX_REPORTED_TOKENS;
+
+/** Reads an OpenAI-style usage object; undefined if absent, malformed or absurd. */
 export function readUsage(u: unknown): Usage | undefined {
   if (!isObject(u)) return undefined;
   const prompt = u.prompt_tokens;
   const completion = u.completion_tokens ?? 0;
-  if (!isNonNegativeInt(prompt) || !isNonNegativeInt(completion)) return undefined;
-  const total = isNonNegativeInt(u.total_tokens) ? Math.max(u.total_tokens, prompt + completion) : prompt + completion;
+  if (!isTokenCount(prompt) || !isTokenCount(completion)) return undefined;
+  const total = isTokenCount(u.total_tokens) ? Math.max(u.total_tokens, prompt + completion) : prompt + completion;
   return { promptTokens: prompt, completionTokens: completion, totalTokens: total, estimated: false };
 }
 

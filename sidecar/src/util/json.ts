@@ -11,4 +11,6 @@ export function tryParseJson(text: string | Buffer): unknown {
   }
 }
 
-export const isNonNegativeInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;
+export const isNonNegativeInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+export const isPositiveInt = (v: unknown): v is number => isNonNegativeInt(v) && v >= 1;

@@ -146,14 +146,24 @@ export class Billing {
 
   /** Settles or releases; never throws (a failed write is journaled and retried). */
   async finish(f: Finished): Promise<void> {
-    if (!f.usage) {
-      await this.apply({ op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId });
-      return;
+    const release: PendingOp = { op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId };
+    if (!f.usage) return this.apply(release);
+    let input: SettleInput;
+    try {
+      input = this.settleInput(f, f.usage);
+    } catch (err) {
+      // Not a figure the ledger could ever take: record the failure, free the hold.
+      this.events.failed('settle', err);
+      return this.apply(release);
     }
-    const input: SettleInput = {
+    await this.apply({ op: 'settle', input });
+  }
+
+  private settleInput(f: Finished, usage: Usage): SettleInput {
+    return {
       tenantId: f.principal.tenantId,
       requestId: f.requestId,
-      charge: costOf(this.priceOf(f.ctx), f.usage, f.ctx.requestCount),
+      charge: costOf(this.priceOf(f.ctx), usage, f.ctx.requestCount),
       creditCheck: this.cfg.creditCheck,
       period: periodOf(f.startedAt),
       day: dayOf(f.startedAt),
@@ -164,15 +174,14 @@ export class Billing {
         keyId: f.principal.keyId,
         alias: f.ctx.resolved.alias,
         internalModel: f.ctx.resolved.internalModel,
-        promptTokens: f.usage.promptTokens,
-        completionTokens: f.usage.completionTokens,
-        totalTokens: f.usage.totalTokens,
+        promptTokens: usage.promptTokens,
+        completionTokens: usage.completionTokens,
+        totalTokens: usage.totalTokens,
         requestCount: f.ctx.requestCount,
         requestId: f.requestId,
-        estimated: f.usage.estimated,
+        estimated: usage.estimated,
       },
     };
-    await this.apply({ op: 'settle', input });
   }
 
   private async run(op: PendingOp): Promise<void> {
@@ -191,7 +200,9 @@ export class Billing {
       await this.run(op);
     } catch (err) {
       this.events.failed(op.op, err);
-      this.journalOnly(op);
+      // Only an unreachable store is worth retrying; an input the ledger refuses never
+      // will be (its hold is released by the reaper when it expires).
+      if (err instanceof StoreUnavailableError) this.journalOnly(op);
     }
   }
 
