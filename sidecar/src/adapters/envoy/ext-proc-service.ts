@@ -1,4 +1,4 @@
-import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { status, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Exchange, type Action, type ExchangeDeps, type ExchangeSummary } from '../../domain/exchange.js';
 import { ProcessingMode_BodySendMode, ProcessingMode_HeaderSendMode } from '../../generated/envoy/extensions/filters/http/ext_proc/v3/processing_mode.js';
@@ -86,9 +86,11 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       };
 
       const fail = (err: unknown) => {
+        if (stall) clearTimeout(stall);
         deps.log.error({ err: (err as Error).name, msg: (err as Error).message }, 'ext_proc handler failed');
-        call.destroy(err as Error); // Envoy fails closed (500 → 503 envelope)
         finish(true);
+        // A status, not a bare destroy (which leaves Envoy waiting for one): Envoy fails closed.
+        call.emit('error', { code: status.INTERNAL, details: 'ext_proc handler failed' });
       };
       let stall: NodeJS.Timeout | null = null;
       const watch = () => {
@@ -99,7 +101,15 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         stall = null;
         if (finished || !exchange.streaming) return;
         deps.log.warn({ request_id: exchange.summary().requestId }, 'provider stalled; ending the exchange with upstream_error (a 502 before the first event, else an error event)');
-        send(null, toResponse('responseBody', exchange.streamStalled()));
+        guarded(() => send(null, toResponse('responseBody', exchange.streamStalled())));
+      };
+      /** Runs a step of this exchange; whatever it throws fails this exchange only. */
+      const guarded = (step: () => void) => {
+        try {
+          step();
+        } catch (err) {
+          fail(err);
+        }
       };
       // The answer to a streamed response's headers, kept back until the provider's
       // first event (Exchange.awaitingFirstEvent); dropped if a 502 replaces it.
@@ -129,24 +139,20 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           call.end();
         }
       };
-      call.on('data', (req: ProcessingRequest) => {
-        let res: ProcessingResponse | Promise<ProcessingResponse>;
-        try {
+      call.on('data', (req: ProcessingRequest) =>
+        guarded(() => {
           const wasStarted = exchange.started;
-          res = handle(exchange, req);
+          const res = handle(exchange, req);
           if (!wasStarted && exchange.started) {
             const s = exchange.summary();
             if (s.held !== null && s.principal) deps.claim(s.principal.tenantId, s.requestId);
           }
-        } catch (err) {
-          fail(err);
-          return;
-        }
-        // Only a lone request-headers message (GET /usage) is answered asynchronously.
-        if (res instanceof Promise) res.then((r) => send(req, r), fail);
-        else send(req, res);
-        if (req.responseHeaders || req.responseBody) watch();
-      });
+          // Only a lone request-headers message (GET /usage) is answered asynchronously.
+          if (res instanceof Promise) res.then((r) => guarded(() => send(req, r)), fail);
+          else send(req, res);
+          if (req.responseHeaders || req.responseBody) watch();
+        }),
+      );
       call.on('end', () => {
         if (stall) clearTimeout(stall);
         finish(true);
