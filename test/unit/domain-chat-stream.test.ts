@@ -147,6 +147,26 @@ describe('ChatStreamRewriter', () => {
     expect(r.usage().completionTokens).toBeGreaterThanOrEqual(2);
   });
 
+  it('vendor members in a delta or a choice never reach the caller (the no-parse path steps aside)', () => {
+    const input = sse(
+      { ...base, choices: [{ index: 0, delta: { content: 'a', thinking: 'SECRET-1' }, finish_reason: null }] },
+      { ...base, choices: [{ index: 0, delta: { content: 'b' }, finish_reason: null, served_by: 'SECRET-2' }] },
+      '[DONE]',
+    );
+    const r = rewriter();
+    const out = Buffer.concat([r.push(Buffer.from(input)), r.end()]).toString();
+    expect(out).not.toContain('SECRET');
+    expect(out).toContain('"content":"a"');
+    expect(out).toContain('"content":"b"');
+  });
+
+  it('a last [DONE] without its blank line ends the stream once', () => {
+    const { out, r } = run(sse(delta({ content: 'ab' }), delta({}, 'stop')) + 'data: [DONE]');
+    expect(out.filter((e) => e === '[DONE]')).toHaveLength(1);
+    expect(out.at(-1)).toBe('[DONE]');
+    expect(r.completed).toBe(true);
+  });
+
   it('end() after [DONE] emits nothing more, and later pushes are ignored', () => {
     const r = rewriter();
     const first = r.push(Buffer.from(normal)).toString();

@@ -52,6 +52,10 @@ describe('scanDeltaChunk', () => {
     ['usage beside choices', { choices: [{ index: 0, delta: {} }], usage: { prompt_tokens: 1 } }],
     ['an error', { error: { message: 'boom' } }],
     ['an unknown top-level member', { choices: [{ index: 0, delta: { content: 'x' } }], provider: 'vendor-x' }],
+    ['an unknown delta member', { choices: [{ index: 0, delta: { content: 'x', thinking: 'secret' } }] }],
+    ['an unknown choice member', { choices: [{ index: 0, delta: { content: 'x' }, provider_model: 'sim-core-1' }] }],
+    ['a delta that is not an object', { choices: [{ index: 0, delta: 'x' }] }],
+    ['a choice that is not an object', { choices: [{ index: 0, delta: { content: 'x' } }, 7] }],
     ['empty choices', { choices: [] }],
     ['no choices', { id: 'x' }],
   ])('steps aside for %s', (_name, chunk) => {

@@ -7,7 +7,8 @@ import { estimateTokens } from './token-estimate.js';
 /** usage: the provider's, or counted by the gateway (estimated) when it sent none. */
 export type Rewritten = { ok: true; body: string; usage: Usage } | { ok: false };
 
-const MESSAGE_FIELDS = ['role', 'content', 'tool_calls', 'function_call', 'refusal'] as const;
+/** The message fields a caller gets; everything else a provider sends stays behind. */
+export const MESSAGE_FIELDS = ['role', 'content', 'tool_calls', 'function_call', 'refusal'] as const;
 
 /** Keeps only the documented message fields: reasoning text and vendor extras stay behind. */
 export function cleanMessage(m: unknown): Record<string, unknown> {

@@ -64,9 +64,11 @@ export class ChatStreamRewriter {
    */
   end(): Buffer {
     if (this.closed) return Buffer.alloc(0);
-    let out = this.render(this.framer.flush());
-    if (!this.closed) out += this.finished ? this.finalChunk() : this.fail();
-    return Buffer.concat([Buffer.from(out), this.failed ? Buffer.alloc(0) : DONE]);
+    const flushed = this.render(this.framer.flush());
+    // A last event without its blank line may have been [DONE] or an error: already closed.
+    if (this.closed) return Buffer.from(flushed);
+    const last = this.finished ? this.finalChunk() : this.fail();
+    return Buffer.concat([Buffer.from(flushed + last), this.failed ? Buffer.alloc(0) : DONE]);
   }
 
   /** Usage to bill: the provider's if it sent one, else counted from what was delivered. */

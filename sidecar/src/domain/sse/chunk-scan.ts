@@ -1,3 +1,5 @@
+import { MESSAGE_FIELDS } from '../chat-response.js';
+
 /**
  * A byte-level look at one chat.completion.chunk: the spans of its top-level
  * members, found without building any objects. Lets the stream rewriter emit
@@ -60,39 +62,72 @@ const skipWs = (s: string, i: number): number => {
   return i;
 };
 
+/**
+ * Walks the members of the object starting at `i` (a `{`): calls `member` with
+ * each key and the span of its value; stops at the first false. Returns the
+ * index just past the object, or -1 when it is malformed or a member was refused.
+ */
+function walkObject(s: string, i: number, member: (key: string, start: number, end: number) => boolean): number {
+  if (s[i] !== '{') return -1;
+  i = skipWs(s, i + 1);
+  while (i < s.length && s[i] !== '}') {
+    if (s[i] !== '"') return -1;
+    const keyEnd = skipString(s, i);
+    if (keyEnd < 0) return -1;
+    const key = s.slice(i + 1, keyEnd - 1);
+    i = skipWs(s, keyEnd);
+    if (s[i] !== ':') return -1;
+    const start = skipWs(s, i + 1);
+    const end = skipValue(s, start);
+    if (end < 0 || !member(key, start, end)) return -1;
+    i = skipWs(s, end);
+    if (s[i] === ',') i = skipWs(s, i + 1);
+    else if (s[i] !== '}') return -1;
+  }
+  return s[i] === '}' ? i + 1 : -1;
+}
+
+/** Choice and delta members the caller gets (the same rule as the parsing path's cleanMessage). */
+const CHOICE_KEYS = new Set(['index', 'delta', 'finish_reason', 'logprobs']);
+const DELTA_KEYS = new Set<string>(MESSAGE_FIELDS);
+
+/** True when `choices` (an array's raw JSON) has only objects with known members and deltas with message fields. */
+function plainChoices(choices: string): boolean {
+  let i = skipWs(choices, 1);
+  for (;;) {
+    const end = walkObject(choices, i, (key, start, stop) => {
+      if (!CHOICE_KEYS.has(key)) return false;
+      return key !== 'delta' || walkObject(choices, start, (k) => DELTA_KEYS.has(k)) === stop;
+    });
+    if (end < 0) return false;
+    i = skipWs(choices, end);
+    if (choices[i] !== ',') break;
+    i = skipWs(choices, i + 1);
+  }
+  return choices[i] === ']' && skipWs(choices, i + 1) === choices.length;
+}
+
 export function scanDeltaChunk(data: string): ChunkSpans | null {
   // Anything that needs the full treatment is sent there: reasoning to strip, usage, errors.
   if (data.includes('reasoning') || data.includes('"error"')) return null;
-  let i = skipWs(data, 0);
-  if (data[i] !== '{') return null;
-  i = skipWs(data, i + 1);
   let choices: string | null = null;
   let created: number | null = null;
-  while (i < data.length && data[i] !== '}') {
-    if (data[i] !== '"') return null;
-    const keyEnd = skipString(data, i);
-    if (keyEnd < 0) return null;
-    const key = data.slice(i + 1, keyEnd - 1);
-    i = skipWs(data, keyEnd);
-    if (data[i] !== ':') return null;
-    const start = skipWs(data, i + 1);
-    const end = skipValue(data, start);
-    if (end < 0) return null;
-    const value = data.slice(start, end);
-    if (!DROPPED.has(key)) return null;
-    if (key === 'usage' && value !== 'null') return null;
+  const start = skipWs(data, 0);
+  const end = walkObject(data, start, (key, from, to) => {
+    const value = data.slice(from, to);
+    if (!DROPPED.has(key)) return false;
+    if (key === 'usage') return value === 'null';
     if (key === 'choices') choices = value;
     if (key === 'created') {
-      if (!/^\d{1,12}$/.test(value)) return null;
+      if (!/^\d{1,12}$/.test(value)) return false;
       created = Number(value);
     }
-    i = skipWs(data, end);
-    if (data[i] === ',') i = skipWs(data, i + 1);
-    else if (data[i] !== '}') return null;
-  }
-  if (data[i] !== '}' || skipWs(data, i + 1) !== data.length) return null;
-  if (choices === null || choices[0] !== '[' || choices[skipWs(choices, 1)] !== '{') return null;
-  return { choices, created, contentChars: contentChars(choices) };
+    return true;
+  });
+  if (end < 0 || skipWs(data, end) !== data.length) return null;
+  const found = choices as string | null;
+  if (found === null || found[0] !== '[' || !plainChoices(found)) return null;
+  return { choices: found, created, contentChars: contentChars(found) };
 }
 
 /** Length of every "content" and "arguments" string value (escaped form: close enough for an estimate). */
