@@ -44,4 +44,16 @@ describe('AdmissionCache', () => {
     expect(c.take('e', body)).toBe(a);
     expect(c.take('', body)).toBeUndefined();
   });
+
+  it('lets go of entries nobody takes as soon as they expire, long before the map is full', () => {
+    let now = 1_000;
+    const c = new AdmissionCache(100, 10_000, () => now);
+    const a = admitted();
+    for (let i = 0; i < 50; i++) c.put(`left-${i}`, body, a);
+    expect(c.size).toBe(50);
+    now += 101;
+    c.put('next', body, a);
+    expect(c.size).toBe(1);
+    expect(c.take('next', body)).toBe(a);
+  });
 });

@@ -20,9 +20,14 @@ export class AdmissionCache {
 
   put(requestId: string, body: Buffer, admission: Admitted): void {
     if (!requestId) return;
-    if (this.entries.size >= this.maxEntries) this.sweep();
+    this.dropExpired();
     if (this.entries.size >= this.maxEntries) return; // full of live entries: the slow path still works
     this.entries.set(requestId, { bytes: body.length, admission, until: this.now() + this.ttlMs });
+  }
+
+  /** Entries held now (for metrics and tests). */
+  get size(): number {
+    return this.entries.size;
   }
 
   take(requestId: string, body: Buffer): Admitted | undefined {
@@ -32,8 +37,17 @@ export class AdmissionCache {
     return e.bytes === body.length && e.until > this.now() ? e.admission : undefined;
   }
 
-  private sweep(): void {
+  /**
+   * Entries never taken (the client left, or ext_proc ran on another instance)
+   * go as soon as they expire, not when the map is full: each can hold a body
+   * of up to limits.maxRequestBytes. One TTL for all, so the map's insertion
+   * order is expiry order and only its expired head is visited.
+   */
+  private dropExpired(): void {
     const now = this.now();
-    for (const [id, e] of this.entries) if (e.until <= now) this.entries.delete(id);
+    for (const [id, e] of this.entries) {
+      if (e.until > now) return;
+      this.entries.delete(id);
+    }
   }
 }

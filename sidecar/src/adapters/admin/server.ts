@@ -23,7 +23,13 @@ export interface AdminDeps {
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const clampLimit = (v: string | undefined): number => Math.min(Math.max(Number(v ?? 100) || 100, 1), 10_000);
 
+/** Shorter tokens (an empty or truncated token file above all) would guard nothing. */
+export const MIN_ADMIN_TOKEN_LENGTH = 16;
+
 export function buildAdminServer(deps: AdminDeps): FastifyInstance {
+  if (deps.adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    throw new Error(`the admin token must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (ADMIN_TOKEN or the file at ADMIN_TOKEN_FILE)`);
+  }
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
   const expected = digest(`Bearer ${deps.adminToken}`);
   const requireToken = async (req: FastifyRequest, reply: FastifyReply) => {
