@@ -40,7 +40,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const sessions = new SessionVerifier(cfg.identity);
   const keyCache = new KeyCache(cfg.auth.keyCacheSeconds * 1000);
   const keyEvents = createKeyEvents(cfg);
-  keyEvents.subscribe((hash) => keyCache.invalidate(hash));
+  keyEvents.subscribe((hash) => (hash === null ? keyCache.clear() : keyCache.invalidate(hash)));
   const authorizer = new Authorizer({
     brand: cfg.brand,
     findKey: (h) => keyCache.get(h, (x) => store.getKeyByHash(x)),

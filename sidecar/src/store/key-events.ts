@@ -9,7 +9,11 @@ import type { Config } from '../config/schema.js';
  */
 export interface KeyEvents {
   publish(hash: string): Promise<void>;
-  subscribe(listener: (hash: string) => void): void;
+  /**
+   * `hash`: that key changed. `null`: the subscription was (re)established, so
+   * messages may have been missed meanwhile: forget every cached key.
+   */
+  subscribe(listener: (hash: string | null) => void): void;
   close(): Promise<void>;
 }
 
@@ -29,14 +33,20 @@ export function createKeyEvents(cfg: Config): KeyEvents {
     };
   }
   const channel = `${cfg.brand}:keys:changed`;
-  const options = { lazyConnect: false, maxRetriesPerRequest: 1, retryStrategy: (n: number) => Math.min(50 * 2 ** n, 1000) };
-  const pub = new Redis(cfg.store.url, options);
-  const sub = new Redis(cfg.store.url, options);
+  const retryStrategy = (n: number) => Math.min(50 * 2 ** n, 1000);
+  const pub = new Redis(cfg.store.url, { maxRetriesPerRequest: 1, retryStrategy });
+  // The subscriber waits for Redis however long it takes (no per-command retry limit)
+  // and subscribes again on every (re)connection: a SUBSCRIBE lost while Redis was
+  // unreachable at start would otherwise leave this instance deaf to revocations.
+  const sub = new Redis(cfg.store.url, { maxRetriesPerRequest: null, retryStrategy });
   pub.on('error', () => {});
   sub.on('error', () => {});
-  const listeners: Array<(hash: string) => void> = [];
-  sub.on('message', (_ch: string, hash: string) => listeners.forEach((l) => l(hash)));
-  void sub.subscribe(channel).catch(() => {});
+  const listeners: Array<(hash: string | null) => void> = [];
+  const notify = (hash: string | null) => listeners.forEach((l) => l(hash));
+  sub.on('message', (_ch: string, hash: string) => notify(hash));
+  sub.on('ready', () => {
+    sub.subscribe(channel).then(() => notify(null), () => {});
+  });
   return {
     async publish(hash) {
       await pub.publish(channel, hash);

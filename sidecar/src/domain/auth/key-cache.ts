@@ -34,4 +34,9 @@ export class KeyCache {
   invalidate(hash: string): void {
     this.entries.delete(hash);
   }
+
+  /** Forgets every key (revocations may have been missed). */
+  clear(): void {
+    this.entries.clear();
+  }
 }

@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../../sidecar/src/config/schema.js';
+import { createKeyEvents, type KeyEvents } from '../../sidecar/src/store/key-events.js';
+import { type RedisServer, startRedis } from '../harness/redis.js';
+
+/** Revocation messages between instances, over a real redis-server. */
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+const eventsFor = (url: string) => createKeyEvents({ brand: 'svc', store: { kind: 'redis', url } } as unknown as Config);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Publishes `hash` from `from` until `seen` holds it (subscriptions are asynchronous); false after 8 s. */
+async function delivered(from: KeyEvents, seen: Array<string | null>, hash: string): Promise<boolean> {
+  for (let i = 0; i < 80; i++) {
+    await from.publish(hash).catch(() => {});
+    if (seen.includes(hash)) return true;
+    await sleep(100);
+  }
+  return false;
+}
+
+describe('key events (Redis pub/sub)', () => {
+  it('an instance that started while Redis was down still hears revocations once Redis is up, and is told to forget its cache', async () => {
+    await redis.kill(); // the port is known, nothing answers
+    const listener = eventsFor(redis.url);
+    const seen: Array<string | null> = [];
+    listener.subscribe((h) => seen.push(h));
+    await sleep(1500); // several failed connection attempts
+    await redis.restart();
+    const publisher = eventsFor(redis.url);
+    try {
+      expect(await delivered(publisher, seen, 'hash-after-outage')).toBe(true);
+      expect(seen).toContain(null); // subscribed (again): cached keys dropped
+    } finally {
+      await listener.close();
+      await publisher.close();
+    }
+  });
+
+  it('after a Redis restart, revocations keep arriving and the cache is flushed for what was missed', async () => {
+    const listener = eventsFor(redis.url);
+    const publisher = eventsFor(redis.url);
+    const seen: Array<string | null> = [];
+    listener.subscribe((h) => seen.push(h));
+    try {
+      expect(await delivered(publisher, seen, 'hash-before')).toBe(true);
+      const gapsBefore = seen.filter((h) => h === null).length;
+      await redis.restart();
+      expect(await delivered(publisher, seen, 'hash-after-restart')).toBe(true);
+      expect(seen.filter((h) => h === null).length).toBeGreaterThan(gapsBefore);
+    } finally {
+      await listener.close();
+      await publisher.close();
+    }
+  });
+});
