@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
+import { Errors } from '../../sidecar/src/domain/errors.js';
 import { call, expectEnvelope, expectNoLeak } from '../harness/http.js';
 
 /**
@@ -43,7 +44,10 @@ async function check(path: string, body: string) {
   expect(r.status, r.text.slice(0, 300)).toBeLessThan(500);
   if (r.status !== 200) {
     expect([400, 413]).toContain(r.status);
-    expectEnvelope(r, r.status, r.json.error.code);
+    // The code and type come from the one catalogue, for this very status.
+    const entry = Object.values(Errors).find((e) => e.code === r.json?.error?.code && e.status === r.status);
+    expect(entry, r.text.slice(0, 300)).toBeDefined();
+    expectEnvelope(r, r.status, entry!.code, entry!.type);
   }
   expectNoLeak(r, INTERNAL);
 }

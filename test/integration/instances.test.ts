@@ -50,10 +50,14 @@ describe('several instances on one Redis', () => {
       await new Promise((r) => setTimeout(r, 100));
       after = await a.admin.account(t.id);
     }
+    expect(after.held).toBe(0);
     expect(after.balance).toBeGreaterThanOrEqual(0);
     // Both instances read the same usage.
     const ua = await call(`${a.base}/usage`, { key: k.key });
     const ub = await call(`${b.base}/usage`, { key: k.key });
+    expect([ua.status, ub.status]).toEqual([200, 200]);
+    expect(typeof ua.json.balance).toBe('number');
+    expect(ua.json.balance).toBe(after.balance);
     expect(ua.json.balance).toBe(ub.json.balance);
     expect(ua.json.totals.requests).toBe(ok.length);
   });
