@@ -159,6 +159,18 @@ describe('metering', () => {
     expect(records[0]!.cost).toBeGreaterThan(0);
   });
 
+  it('svc-deep: hidden reasoning tokens are billed as completion tokens', async () => {
+    const { tenant, key } = await newTenant(10_000_000);
+    const r = await post(`${gw.base}/chat/completions`, { model: 'svc-deep', messages: [{ role: 'user', content: 'think #sim:reasoning=7 #sim:tokens=2' }] }, key);
+    expect(r.status).toBe(200);
+    expect(r.json.choices[0].message.reasoning_content).toBeUndefined();
+    expect(r.json.usage.completion_tokens).toBe(9);
+    await settled(tenant);
+    const { records } = await usageCosts(tenant);
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ requestId: r.headers.get('x-request-id'), alias: 'svc-deep', completionTokens: 9, estimated: false });
+  });
+
   it('a stream whose provider sent no usage is charged from counted tokens, marked estimated', async () => {
     const { tenant, key } = await newTenant(1_000_000);
     const r = await readSse(`${gw.base}/chat/completions`, chat('x #sim:no-usage #sim:tokens=6', { stream: true }), key);
@@ -205,7 +217,10 @@ describe('the store goes away (fails closed; nothing lost)', () => {
     const providerCalls = (await simRequests()) - before;
     await gw.redis!.resume();
 
-    for (const r of duringOutage) expectEnvelope(r, 503, 'credits_unavailable');
+    for (const r of duringOutage) {
+      expectEnvelope(r, 503, 'credits_unavailable');
+      expect(r.headers.get('retry-after')).toBeNull(); // only the identity 503 carries it
+    }
     const ok = completed.filter((r) => r.status === 200);
     expect(ok).toHaveLength(8);
     expect(providerCalls).toBe(8);

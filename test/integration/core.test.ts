@@ -77,6 +77,15 @@ describe('POST /v1/chat/completions (non-streaming)', () => {
     expect(up.body.temperature).toBe(0.7);
   });
 
+  it('max_tokens caps the visible answer: finish_reason length, index 0', async () => {
+    const r = await post(`${gw.base}/chat/completions`, chat('svc-core', { max_tokens: 3, messages: [{ role: 'user', content: 'long #sim:tokens=20' }] }), gw.key);
+    expect(r.status).toBe(200);
+    expect(r.json.choices[0]).toMatchObject({ index: 0, finish_reason: 'length' });
+    expect(r.json.usage.completion_tokens).toBe(3);
+    const stop = await post(`${gw.base}/chat/completions`, chat('svc-core', { messages: [{ role: 'user', content: 'short #sim:tokens=2' }] }), gw.key);
+    expect(stop.json.choices[0]).toMatchObject({ index: 0, finish_reason: 'stop' });
+  });
+
   it('keeps a caller temperature and accepts pinned aliases', async () => {
     const r = await post(`${gw.base}/chat/completions`, chat('svc-quick-2026-08', { temperature: 0.1 }), gw.key);
     expect(r.status).toBe(200);

@@ -52,6 +52,7 @@ describe('parts of the gateway are down', () => {
     await gw.stack.process('sidecar').stop();
     const r = await ask('hello');
     expectEnvelope(r, 503, 'service_unavailable');
+    expect(r.headers.get('retry-after')).toBeNull(); // only the identity 503 carries it
     const models = await fetch(`${gw.base}/models`, { headers: { 'x-api-key': gw.key } });
     expect(models.status).toBe(503);
     const body = await models.json();
