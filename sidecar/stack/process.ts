@@ -88,6 +88,28 @@ export class ManagedProcess {
     });
   }
 
+  /**
+   * Polls an HTTP URL (an Envoy admin `/ready`) until it answers 200 `LIVE`;
+   * fails at once, with this process's output, if the process exits first.
+   */
+  async waitForLive(url: string, timeoutMs: number): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    let last = '';
+    while (Date.now() < until) {
+      if (!this.running) throw new Error(`${this.name} exited before it was ready\n${this.tail()}`);
+      try {
+        const res = await fetch(url);
+        const body = await res.text();
+        if (res.status === 200 && body.trim() === 'LIVE') return;
+        last = `${res.status} ${body.slice(0, 80)}`;
+      } catch (err) {
+        last = (err as Error).message;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`${url} not ready after ${timeoutMs} ms (${last})\n${this.tail()}`);
+  }
+
   tail(n = 60): string {
     return this.lines.slice(-n).map((l) => `  [${this.name}] ${l}`).join('\n');
   }

@@ -5,13 +5,12 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readdir, rm, rmdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, relative, resolve, sep } from 'node:path';
 import { promisify } from 'node:util';
+import { REPO_ROOT } from './paths.js';
 
 const execFileAsync = promisify(execFile);
 
-export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const PROTO_DIR = join(REPO_ROOT, 'proto');
 export const DEFAULT_OUT_DIR = join(REPO_ROOT, 'sidecar', 'src', 'generated');
 export const GRPC_TOOLS_DIR = join(REPO_ROOT, '.tools', 'grpcio-tools');

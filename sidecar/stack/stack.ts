@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { Config } from '../src/config/schema.js';
 import { parseConfig } from '../src/config/load.js';
-import { flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 import { renderEnvoyConfig } from './envoy-config.js';
 import { ManagedProcess, listeningLine } from './process.js';
 import { REPO_ROOT } from './paths.js';
@@ -45,23 +44,6 @@ export interface Stack {
 
 const TSX = ['--import', 'tsx'];
 
-async function waitForHttp(url: string, timeoutMs: number, ok: (status: number, body: string) => boolean): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  let last = '';
-  while (Date.now() < until) {
-    try {
-      const res = await fetch(url);
-      const body = await res.text();
-      if (ok(res.status, body)) return;
-      last = `${res.status} ${body.slice(0, 80)}`;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})`);
-}
-
 export async function startStack(opts: StackOptions): Promise<Stack> {
   const cfg = opts.config;
   mkdirSync(opts.runDir, { recursive: true });
@@ -97,12 +79,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await sidecar.waitForLine(listeningLine, 20_000);
 
     const envoyPath = join(opts.runDir, 'envoy.yaml');
-    writeFileSync(envoyPath, renderEnvoyConfig(cfg, { internalHeaders: internalHeaderNames(cfg.brand), flowHeader: flowHeaderName(cfg.brand) }));
+    writeFileSync(envoyPath, renderEnvoyConfig(cfg));
     const envoyArgs = ['-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn', '--base-id', String(opts.baseId ?? process.pid % 60000), '--concurrency', '2'];
     const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo });
     processes.push(envoy);
     const envoyAdminUrl = `http://${cfg.listen.envoyAdmin.host}:${cfg.listen.envoyAdmin.port}`;
-    await waitForHttp(`${envoyAdminUrl}/ready`, 20_000, (s, b) => s === 200 && b.trim() === 'LIVE');
+    await envoy.waitForLive(`${envoyAdminUrl}/ready`, 20_000);
 
     const adminUrl = `http://${cfg.listen.admin.host}:${cfg.listen.admin.port}`;
     const hostForUrl = ['0.0.0.0', '::'].includes(cfg.listen.gateway.host) ? '127.0.0.1' : cfg.listen.gateway.host;

@@ -36,7 +36,7 @@ import { buildEnvoyBootstrap, toYaml } from '../../sidecar/stack/envoy-config.js
 import { bareBootstrap, relocatedBootstrap } from '../../sidecar/stack/envoy-bare.js';
 import { envoyVersion, requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
 import { ManagedProcess } from '../../sidecar/stack/process.js';
-import { flowHeaderName, internalHeaderNames } from '../../sidecar/src/adapters/envoy/authz-service.js';
+import { flowHeaderName } from '../../sidecar/src/adapters/envoy/authz-service.js';
 import { startGateway, type GatewayOptions, type TestGateway } from '../harness/gateway.js';
 import { freePort } from '../harness/ports.js';
 import { RedisProbe } from './redis-stats.js';
@@ -150,24 +150,6 @@ export async function stopTargets(): Promise<void> {
   }
 }
 
-async function waitForReady(url: string, timeoutMs: number, proc: ManagedProcess): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  let last = '';
-  while (Date.now() < until) {
-    if (!proc.running) throw new Error(`${proc.name} exited before it was ready\n${proc.tail()}`);
-    try {
-      const res = await fetch(url);
-      const body = await res.text();
-      if (res.status === 200 && body.trim() === 'LIVE') return;
-      last = `${res.status} ${body.slice(0, 80)}`;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})\n${proc.tail()}`);
-}
-
 /** The value of `--concurrency` on a running Envoy's command line (Linux /proc), or null. */
 function concurrencyOf(pid: number | undefined): number | null {
   if (pid === undefined) return null;
@@ -218,8 +200,8 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const gatewayEnvoy = gw.stack.process('envoy');
   const concurrency = concurrencyOf(gatewayEnvoy.pid) ?? 2;
 
-  // Same bootstrap the stack rendered (startStack: renderEnvoyConfig(cfg, { internalHeaders })), minus the filters.
-  const full = buildEnvoyBootstrap(gw.config, { internalHeaders: internalHeaderNames(gw.config.brand), flowHeader: flowHeaderName(gw.config.brand) });
+  // Same bootstrap the stack rendered (startStack: renderEnvoyConfig(cfg)), minus the filters.
+  const full = buildEnvoyBootstrap(gw.config);
   const [listenPort, adminPort] = await Promise.all([freePort(), freePort()]);
   const bare = bareBootstrap(full, { listenPort, adminPort });
   const barePath = join(benchDir, 'envoy-bare.yaml');
@@ -234,7 +216,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   );
   cleanups.push(() => bareEnvoy.stop());
   const bareHost = ['0.0.0.0', '::'].includes(gw.config.listen.gateway.host) ? '127.0.0.1' : gw.config.listen.gateway.host;
-  await waitForReady(`http://${gw.config.listen.envoyAdmin.host}:${adminPort}/ready`, 20_000, bareEnvoy);
+  await bareEnvoy.waitForLive(`http://${gw.config.listen.envoyAdmin.host}:${adminPort}/ready`, 20_000);
 
   // The floor: the gateway's own bootstrap (same filters and ext_proc modes) against the no-op sidecar.
   const nullSocket = `unix:${join(benchDir, 'null-sidecar.sock')}`;
@@ -246,7 +228,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   cleanups.push(() => nullSidecar.stop());
   await nullSidecar.waitForLine((l) => (l === 'READY' ? true : undefined), 20_000);
   const [floorPort, floorAdminPort] = await Promise.all([freePort(), freePort()]);
-  const floorFull = buildEnvoyBootstrap(gw.config, { internalHeaders: internalHeaderNames(gw.config.brand), flowHeader, sidecarAddress: nullSocket });
+  const floorFull = buildEnvoyBootstrap(gw.config, { sidecarAddress: nullSocket });
   const floorPath = join(benchDir, 'envoy-floor.yaml');
   writeFileSync(floorPath, toYaml(relocatedBootstrap(floorFull, { suffix: 'floor', listenPort: floorPort, adminPort: floorAdminPort })));
   const floorEnvoy = new ManagedProcess(
@@ -256,7 +238,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
     { echo: opts.echo },
   );
   cleanups.push(() => floorEnvoy.stop());
-  await waitForReady(`http://${gw.config.listen.envoyAdmin.host}:${floorAdminPort}/ready`, 20_000, floorEnvoy);
+  await floorEnvoy.waitForLive(`http://${gw.config.listen.envoyAdmin.host}:${floorAdminPort}/ready`, 20_000);
 
   // One after the other: each is a whole topology, and two CPUs starting them at once gain little.
   const variants: VariantTarget[] = [];

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseConfig } from '../../sidecar/src/config/load.js';
+import { mergeConfig, parseConfig } from '../../sidecar/src/config/load.js';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import type { Config } from '../../sidecar/src/config/schema.js';
 import { requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
@@ -46,12 +46,6 @@ export interface GatewayOptions {
   readonly redisUrl?: string;
 }
 
-const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...a };
-  for (const [k, v] of Object.entries(b)) out[k] = isPlain(out[k]) && isPlain(v) ? merge(out[k] as Record<string, unknown>, v) : v;
-  return out;
-}
 
 let baseIdCounter = 0;
 
@@ -64,7 +58,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
   const upstreamKey = 'sk-provider-test-secret';
   const idp = await ensureDevIdentity(join(runDir, 'dev-idp'));
   const foreignIdp = await ensureDevIdentity(join(runDir, 'foreign-idp'));
-  const raw = merge(defaultConfig('svc'), {
+  const raw = mergeConfig(defaultConfig('svc'), {
     listen: {
       gateway: { host: '127.0.0.1', port: gateway },
       envoyAdmin: { host: '127.0.0.1', port: envoyAdmin },
@@ -79,7 +73,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     billing: { journalPath: join(runDir, 'settlement-journal.jsonl') },
     ...(redisUrl ? { store: { kind: 'redis', url: redisUrl } } : {}),
   });
-  const config = parseConfig(merge(raw, opts.config ?? {}));
+  const config = parseConfig(mergeConfig(raw, opts.config ?? {}));
   let stack: Stack;
   try {
     stack = await startStack({

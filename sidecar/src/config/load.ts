@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { ConfigSchema, modelRuleProblems, type Config } from './schema.js';
 import { defaultConfig } from './defaults.js';
+import { isObject } from '../util/json.js';
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {
@@ -13,14 +14,12 @@ export class ConfigError extends Error {
 type Env = Readonly<Record<string, string | undefined>>;
 type Plain = Record<string, unknown>;
 
-const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /** Objects merge key by key; arrays and scalars from `over` replace. */
-function merge(base: Plain, over: Plain): Plain {
+export function mergeConfig(base: Plain, over: Plain): Plain {
   const out: Plain = { ...base };
   for (const [k, v] of Object.entries(over)) {
     const b = out[k];
-    out[k] = isPlain(b) && isPlain(v) ? merge(b, v) : v;
+    out[k] = isObject(b) && isObject(v) ? mergeConfig(b, v) : v;
   }
   return out;
 }
@@ -29,7 +28,7 @@ function setPath(obj: Plain, path: readonly string[], value: unknown): void {
   let node = obj;
   for (const key of path.slice(0, -1)) {
     const next = node[key];
-    node = isPlain(next) ? next : (node[key] = {});
+    node = isObject(next) ? next : (node[key] = {});
   }
   node[path[path.length - 1] as string] = value;
 }
@@ -83,14 +82,14 @@ export function loadConfig(opts: { path?: string | undefined; env?: Env } = {}):
     try {
       const parsed: unknown = parseYaml(readFileSync(path, 'utf8'));
       if (parsed === null || parsed === undefined) fromFile = {};
-      else if (isPlain(parsed)) fromFile = parsed;
+      else if (isObject(parsed)) fromFile = parsed;
       else problems.push(`${path}: the top level must be a mapping`);
     } catch (err) {
       problems.push(`${path}: ${(err as Error).message.split('\n')[0]}`);
     }
   }
   const brand = typeof fromFile.brand === 'string' ? fromFile.brand : 'svc';
-  const raw = merge(defaultConfig(brand), fromFile);
+  const raw = mergeConfig(defaultConfig(brand), fromFile);
   applyEnv(raw, env, problems);
   return parseConfig(raw, problems);
 }
