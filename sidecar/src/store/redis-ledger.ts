@@ -1,8 +1,10 @@
 /**
  * The money ledger on Redis. Every operation is one Lua script over one
  * tenant's keys, which share the hash tag `{<tenantId>}`, so each is atomic
- * and works unchanged on Redis Cluster. Scripts check everything before their
- * first write (Redis has no rollback).
+ * and stays within one Cluster slot. Cluster mode itself is not wired up yet:
+ * the client is a single-node connection and tenantsWithHolds() SCANs one
+ * node. Scripts check everything before their first write (Redis has no
+ * rollback).
  *
  *   <p>:acct:{t}               hash    balance, held, cap, spent:<period>
  *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires, period, key_id, charged,
