@@ -718,6 +718,31 @@ export function describeLedgerContract(
 
     // ------------------------------------------------------------ ledger and usage
 
+    it('both ledgers refuse the same admin inputs: a bad reason, time, period or listing limit', async () => {
+      await expect(ledger.adjustBalance(T, 5, 'k-reason', 7 as unknown as string, NOW)).rejects.toBeInstanceOf(TypeError);
+      await expect(ledger.adjustBalance(T, 5, 'k-now', 'r', Number.NaN)).rejects.toBeInstanceOf(TypeError);
+      await expect(ledger.reapExpired(T, Number.NaN)).rejects.toBeInstanceOf(TypeError);
+      await expect(ledger.account(T, '')).rejects.toBeInstanceOf(TypeError);
+      for (const limit of [-1, 1.5, Number.NaN]) {
+        await expect(ledger.ledger(T, limit)).rejects.toBeInstanceOf(TypeError);
+        await expect(ledger.usageRecords(T, limit)).rejects.toBeInstanceOf(TypeError);
+      }
+      expect(await ledger.ledger(T, 0)).toEqual([]);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0 });
+    });
+
+    it('an empty reason reads back as an empty string; charges have no reason', async () => {
+      await ledger.adjustBalance(T, 1_000, 'k-empty', '', NOW);
+      const r = rid();
+      await ledger.reserve(reserveInput(r, { amount: 100 }));
+      await ledger.settle(settleInput(r, 10));
+      const entries = await ledger.ledger(T, 10);
+      expect(entries.map((e) => [e.type, e.reason])).toEqual([
+        ['charge', null],
+        ['grant', ''],
+      ]);
+    });
+
     it('ledger and usage records are newest first, at most limit, with unique ids', async () => {
       await grant(ledger, 10_000);
       const settles: SettleInput[] = [];

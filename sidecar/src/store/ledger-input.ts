@@ -37,6 +37,23 @@ export function day(value: unknown, what: string): string {
   return value;
 }
 
+/** A balance adjustment (grant or deduct), as both ledgers take it. */
+export function checkAdjust(tenantId: unknown, amount: unknown, idempotencyKey: unknown, reason: unknown, now: unknown): void {
+  nonEmpty(tenantId, 'tenantId');
+  if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount === 0) {
+    throw new TypeError('amount must be a non-zero safe integer');
+  }
+  nonEmpty(idempotencyKey, 'idempotencyKey');
+  if (typeof reason !== 'string') throw new TypeError('reason must be a string');
+  instant(now, 'now');
+}
+
+/** How many rows a listing returns. */
+export function checkListing(tenantId: unknown, limit: unknown): number {
+  nonEmpty(tenantId, 'tenantId');
+  return nonNegativeInteger(limit, 'limit');
+}
+
 export function checkLimits(value: RateLimits | null): RateLimits | null {
   if (value === null) return null;
   if (typeof value !== 'object') throw new TypeError('limits must be an object or null');

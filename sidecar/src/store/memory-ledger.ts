@@ -25,7 +25,7 @@
  * so each operation is atomic with respect to the others.
  */
 import { StoreUnavailableError } from './contract.js';
-import { checkReserve, checkSettle, day, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
+import { checkAdjust, checkListing, checkReserve, checkSettle, day, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 import {
   type AccountState,
   type Ledger,
@@ -355,13 +355,7 @@ export function createMemoryLedger(): Ledger {
 
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
       open();
-      nonEmpty(tenantId, 'tenantId');
-      if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount === 0) {
-        throw new TypeError('amount must be a non-zero safe integer');
-      }
-      nonEmpty(idempotencyKey, 'idempotencyKey');
-      if (typeof reason !== 'string') throw new TypeError('reason must be a string');
-      instant(now, 'now');
+      checkAdjust(tenantId, amount, idempotencyKey, reason, now);
 
       const existing = tenants.get(tenantId);
       const first = existing?.adjustments.get(idempotencyKey);
@@ -393,15 +387,13 @@ export function createMemoryLedger(): Ledger {
 
     async ledger(tenantId, limit) {
       open();
-      nonEmpty(tenantId, 'tenantId');
-      nonNegativeInteger(limit, 'limit');
+      checkListing(tenantId, limit);
       return newestFirst(tenants.get(tenantId)?.ledger ?? [], limit, copyEntry);
     },
 
     async usageRecords(tenantId, limit) {
       open();
-      nonEmpty(tenantId, 'tenantId');
-      nonNegativeInteger(limit, 'limit');
+      checkListing(tenantId, limit);
       return newestFirst(tenants.get(tenantId)?.usage ?? [], limit, copyUsage);
     },
 

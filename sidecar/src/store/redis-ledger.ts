@@ -35,7 +35,7 @@ import {
   type UsageRecord,
 } from './ledger-contract.js';
 import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
-import { checkReserve, checkSettle, daysBetween, nonEmpty, nonNegativeInteger } from './ledger-input.js';
+import { checkAdjust, checkListing, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
@@ -225,7 +225,8 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     amount: num(f.amount),
     balanceAfter: num(f.balance_after),
     requestId: f.request_id ? decodeURIComponent(f.request_id) : null,
-    reason: f.reason || null,
+    // Grants and deducts always carry a reason (possibly empty); charges have none.
+    reason: f.type === 'grant' || f.type === 'deduct' ? (f.reason ?? '') : null,
   });
 
   return {
@@ -284,6 +285,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
 
     async reapExpired(tenantId, now) {
       nonEmpty(tenantId, 'tenantId');
+      instant(now, 'now');
       return redis(() => scripts.reap(k.acct(tenantId), k.holds(tenantId), now, k.holdPrefix(tenantId)));
     },
 
@@ -306,14 +308,13 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
 
     async account(tenantId, period): Promise<AccountState> {
       nonEmpty(tenantId, 'tenantId');
+      nonEmpty(period, 'period');
       const [balance, held, cap, spent] = await redis(() => client.hmget(k.acct(tenantId), 'balance', 'held', 'cap', `spent:${period}`));
       return { balance: num(balance), held: num(held), cap: cap === null ? null : Number(cap), spent: num(spent) };
     },
 
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
-      nonEmpty(tenantId, 'tenantId');
-      nonEmpty(idempotencyKey, 'idempotencyKey');
-      if (!Number.isSafeInteger(amount) || amount === 0) throw new TypeError('amount must be a non-zero safe integer');
+      checkAdjust(tenantId, amount, idempotencyKey, reason, now);
       const time = new Date(now).toISOString();
       const r = await redis(() => scripts.adjust(k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time));
       if (r === 'INSUFFICIENT') throw new InsufficientBalanceError();
@@ -334,15 +335,13 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     },
 
     async ledger(tenantId, limit) {
-      nonEmpty(tenantId, 'tenantId');
-      if (limit <= 0) return [];
+      if (checkListing(tenantId, limit) === 0) return [];
       const rows = (await redis(() => client.xrevrange(k.ledger(tenantId), '+', '-', 'COUNT', limit))) ?? [];
       return rows.map(([id, flat]) => toEntry(id, fields(flat)));
     },
 
     async usageRecords(tenantId, limit): Promise<UsageRecord[]> {
-      nonEmpty(tenantId, 'tenantId');
-      if (limit <= 0) return [];
+      if (checkListing(tenantId, limit) === 0) return [];
       const rows = (await redis(() => client.xrevrange(k.usage(tenantId), '+', '-', 'COUNT', limit))) ?? [];
       return rows.map(([, flat]) => {
         const f = fields(flat);
