@@ -153,5 +153,7 @@ export interface Ledger {
   /** Newest first. */
   usageRecords(tenantId: string, limit: number): Promise<UsageRecord[]>;
   usageByDay(tenantId: string, fromDay: string, toDay: string): Promise<UsageDay[]>;
+  /** Resolves when the ledger can be used now (readiness); StoreUnavailableError otherwise. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -411,6 +411,10 @@ export function createMemoryLedger(): Ledger {
       );
     },
 
+    async ping() {
+      open();
+    },
+
     async close() {
       closed = true;
     },

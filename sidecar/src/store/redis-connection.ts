@@ -2,8 +2,8 @@ import { Redis, ReplyError } from 'ioredis';
 import { StoreUnavailableError } from './contract.js';
 
 /**
- * One ioredis connection with the store's failure policy, shared by the key
- * store and the ledger: no offline queue (fail fast), no automatic resend of
+ * An ioredis connection with the store's failure policy (the key store and
+ * the ledger each open one): no offline queue (fail fast), no automatic resend of
  * unanswered commands, a per-command timeout, reconnect forever with a short
  * backoff; every failure to use Redis becomes StoreUnavailableError.
  */

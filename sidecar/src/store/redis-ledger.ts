@@ -384,6 +384,10 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       return out;
     },
 
+    async ping() {
+      await redis(() => client.ping());
+    },
+
     close,
   };
 }

@@ -39,7 +39,8 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
     try {
-      await deps.store.ping();
+      // Both connections: keys (authentication) and the ledger (the money path).
+      await Promise.all([deps.store.ping(), deps.ledger.ping()]);
       return { status: 'ready', store: deps.store.kind };
     } catch {
       return reply.code(503).send({ status: 'unavailable', store: deps.store.kind });

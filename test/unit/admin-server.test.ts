@@ -23,3 +23,18 @@ describe('the operator API token', () => {
     await app.close();
   });
 });
+
+describe('readiness', () => {
+  it('is ready only when both the key store and the ledger answer', async () => {
+    const token = 'b'.repeat(MIN_ADMIN_TOKEN_LENGTH);
+    const up = buildAdminServer(deps(token));
+    expect((await up.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    const ledger = createMemoryLedger();
+    await ledger.close(); // the ledger's connection is gone, the key store's is not
+    const down = buildAdminServer({ ...deps(token), ledger });
+    const r = await down.inject({ method: 'GET', url: '/readyz' });
+    expect(r.statusCode).toBe(503);
+    await up.close();
+    await down.close();
+  });
+});
