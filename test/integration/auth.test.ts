@@ -79,6 +79,14 @@ describe('platform sessions (rules 2, 3, 11; issue: workspaces)', () => {
     expectEnvelope(await me(bearer(multi)), 403, 'AUTHZ_001'); // several workspaces, none named
   });
 
+  it('a session lasts 60 minutes: issued 59 minutes ago it is a session, 61 minutes ago it falls through to the key', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const fresh = await gw.session({ workspaces: [gw.tenantId], issuedAt: now - 59 * 60 });
+    const stale = await gw.session({ workspaces: [gw.tenantId], issuedAt: now - 61 * 60 });
+    expect((await me({ ...bearer(fresh), 'x-api-key': gw.key })).json.auth_method).toBe('session');
+    expect((await me({ ...bearer(stale), 'x-api-key': gw.key })).json.auth_method).toBe('api_key');
+  });
+
   it('a session wins over a key sent beside it', async () => {
     const m = await me({ ...bearer(token), 'x-api-key': gw.key });
     expect(m.json.auth_method).toBe('session');
@@ -117,15 +125,33 @@ describe('platform sessions (rules 2, 3, 11; issue: workspaces)', () => {
 describe('scopes (rules 5-8)', () => {
   it('a key without ai → 403 insufficient_scope naming the scope, on every route, /models included', async () => {
     const k = await newKey({ scopes: ['billing'] });
-    for (const r of [await call(`${gw.base}/models`, { key: k }), await post(`${gw.base}/chat/completions`, chatBody, k), await me({ 'x-api-key': k })]) {
+    const routes = [
+      call(`${gw.base}/models`, { key: k }),
+      call(`${gw.base}/models/svc-core`, { key: k }),
+      post(`${gw.base}/chat/completions`, chatBody, k),
+      post(`${gw.base}/embeddings`, { model: 'svc-embed', input: 'x' }, k),
+      call(`${gw.base}/usage`, { key: k }),
+      call(`${gw.base}/whoami`, { key: k }),
+      call(`${gw.base}/credits`, { key: k }),
+      me({ 'x-api-key': k }),
+    ];
+    for (const r of await Promise.all(routes)) {
       expectEnvelope(r, 403, 'insufficient_scope', 'permission_error');
       expect(r.json.error.message).toContain('"ai"');
     }
   });
 
-  it.each([['admin'], ['full'], ['*']])('a key carrying %s → 403 scope_not_recognised', async (scope) => {
+  it.each([['admin'], ['full'], ['*']])('a key carrying %s → 403 scope_not_recognised, on every route', async (scope) => {
     const k = await newKey({ scopes: ['ai', scope] });
-    expectEnvelope(await call(`${gw.base}/models`, { key: k }), 403, 'scope_not_recognised', 'permission_error');
+    const routes = [
+      call(`${gw.base}/models`, { key: k }),
+      post(`${gw.base}/chat/completions`, chatBody, k),
+      post(`${gw.base}/embeddings`, { model: 'svc-embed', input: 'x' }, k),
+      call(`${gw.base}/usage`, { key: k }),
+      call(`${gw.base}/whoami`, { key: k }),
+      me({ 'x-api-key': k }),
+    ];
+    for (const r of await Promise.all(routes)) expectEnvelope(r, 403, 'scope_not_recognised', 'permission_error');
   });
 
   it('a key outside the gateway prefix → 403; without a key such paths are a plain 404', async () => {
