@@ -90,6 +90,25 @@ describe('the credit check (402) and holds', () => {
     expect(new Set(usage.records.map((r) => r.requestId))).toEqual(new Set(ok.map((r) => r.json.id)));
   });
 
+  it('the hold is the worst case worked out by hand, not by the code under test', async () => {
+    // svc-quick → sim-quick-1 at 100,000 / 400,000 micro-units per million tokens (in/out).
+    // Prompt bound: JSON of the messages, [{"role":"user","content":"x #sim:delay=800"}] = 46 bytes,
+    // + 8 per message + 16 = 70 tokens; completion bound: max_tokens 50.
+    // ceil((70 × 100,000 + 50 × 400,000) / 1,000,000) = 27 micro-units.
+    const body = chat('x #sim:delay=800');
+    expect(JSON.stringify(body.messages).length).toBe(46);
+    expect(holdFor(body)).toBe(27); // the tests' oracle agrees with the hand calculation
+    const { tenant, key } = await newTenant(1_000_000);
+    const inFlight = post(`${gw.base}/chat/completions`, body, key);
+    let held = 0;
+    for (let i = 0; i < 50 && held === 0; i++) {
+      held = (await gw.admin.account(tenant)).held;
+      if (held === 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(held).toBe(27); // and so does the gateway, through Envoy
+    expect((await inFlight).status).toBe(200);
+  });
+
   it('a refused request costs nothing; an empty balance refuses before the provider', async () => {
     const { tenant, key } = await newTenant(0);
     const before = await simRequests();
