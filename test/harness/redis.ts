@@ -217,3 +217,31 @@ export async function startRedis(): Promise<RedisServer> {
     },
   };
 }
+
+/**
+ * Every key and every value in a Redis database as text (strings, hashes,
+ * lists, sets, sorted sets and streams), for tests that assert something is
+ * stored nowhere.
+ */
+export async function dumpRedis(url: string): Promise<string> {
+  const { Redis } = await import('ioredis');
+  const r = new Redis(url);
+  try {
+    const lines: string[] = [];
+    for (const k of await r.keys('*')) {
+      const type = await r.type(k);
+      const value =
+        type === 'string' ? await r.get(k)
+        : type === 'hash' ? await r.hgetall(k)
+        : type === 'list' ? await r.lrange(k, 0, -1)
+        : type === 'set' ? await r.smembers(k)
+        : type === 'zset' ? await r.zrange(k, '0', '-1', 'WITHSCORES')
+        : type === 'stream' ? await r.xrange(k, '-', '+')
+        : `(${type})`;
+      lines.push(`${k} ${JSON.stringify(value)}`);
+    }
+    return lines.join('\n');
+  } finally {
+    r.disconnect();
+  }
+}

@@ -3,6 +3,7 @@ import { holdFor as holdMoney } from '../harness/money.js';
 import { listeningLine } from '../../sidecar/stack/process.js';
 import { cliJson } from '../harness/cli.js';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
+import { dumpRedis } from '../harness/redis.js';
 import { call, expectEnvelope, post } from '../harness/http.js';
 import { readSse } from '../harness/sse.js';
 
@@ -217,6 +218,12 @@ describe('metering', () => {
     const embRec = records.find((r) => r.requestId === e.json.svc.request_id)!;
     expect(embRec).toMatchObject({ alias: 'svc-embed', requestCount: 3, cost: 60 });
     expect(JSON.stringify(records)).not.toContain(secret);
+    // Nowhere in the store: neither the prompt nor the completion text.
+    const answer = c.json.choices[0].message.content as string;
+    expect(answer.length).toBeGreaterThan(10);
+    const dump = await dumpRedis(gw.redis!.url);
+    expect(dump).not.toContain(secret);
+    expect(dump).not.toContain(answer);
   });
 });
 
