@@ -109,6 +109,11 @@ export class Exchange {
     return this.requestId !== '';
   }
 
+  /** The credit hold this exchange must settle or release, once it has started with one. */
+  get hold(): { readonly tenantId: string; readonly requestId: string } | null {
+    return this.held !== null && this.principal ? { tenantId: this.principal.tenantId, requestId: this.requestId } : null;
+  }
+
   /** Learns the request (from its headers, or from attributes when headers are not sent). */
   start(h: ExchangeStart): void {
     this.requestId = h.requestId;

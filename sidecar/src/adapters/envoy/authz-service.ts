@@ -13,9 +13,12 @@ export const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
 const GRPC_OK = 0;
 const GRPC_PERMISSION_DENIED = 7;
 
+/** The principal as flat string fields, in one order: dynamic metadata and identity headers both come from it. */
+const PRINCIPAL_FIELDS = ['tenant_id', 'subject_id', 'auth_method', 'scopes', 'key_id', 'role'] as const;
+
 /** Identity headers the gateway sets for the account service; client copies are stripped by Envoy first. */
 export function identityHeaderNames(brand: string): string[] {
-  return [`x-${brand}-tenant-id`, `x-${brand}-subject-id`, `x-${brand}-auth-method`, `x-${brand}-scopes`, `x-${brand}-key-id`, `x-${brand}-role`];
+  return PRINCIPAL_FIELDS.map((f) => `x-${brand}-${f.replace(/_/g, '-')}`);
 }
 
 export function peerAddress(address: Address | undefined): string | null {
@@ -24,7 +27,7 @@ export function peerAddress(address: Address | undefined): string | null {
 }
 
 /** Principal ↔ dynamic metadata (a flat Struct of strings). */
-export function principalToMetadata(p: Principal): Record<string, string> {
+export function principalToMetadata(p: Principal): Record<(typeof PRINCIPAL_FIELDS)[number], string> {
   return { tenant_id: p.tenantId, subject_id: p.subjectId, auth_method: p.method, scopes: p.scopes.join(' '), key_id: p.keyId ?? '', role: p.role ?? '' };
 }
 
@@ -66,7 +69,14 @@ const NOT_FOR_PROVIDER = ['x-api-key', 'x-workspace-id', 'cookie'];
 export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer {
   const identity = identityHeaderNames(deps.brand);
   const flowHeader = flowHeaderName(deps.brand);
-  const providerAuth = deps.upstreamKey ? [plainHeader('authorization', `Bearer ${deps.upstreamKey}`)] : [];
+  // To the provider: its own key, the flow for route selection, no client credentials or identity.
+  const toProvider = (flow: 'stream' | 'buffer') => [
+    ...(deps.upstreamKey ? [plainHeader('authorization', `Bearer ${deps.upstreamKey}`)] : []),
+    plainHeader('accept-encoding', 'identity'),
+    plainHeader(flowHeader, flow),
+  ];
+  const providerHeaders = { stream: toProvider('stream'), buffer: toProvider('buffer') };
+  const notForProvider = [...NOT_FOR_PROVIDER, ...(deps.upstreamKey ? [] : ['authorization'])];
   return {
     check(call: ServerUnaryCall<CheckRequest, CheckResponse>, callback: sendUnaryData<CheckResponse>) {
       const attrs = call.request.attributes;
@@ -90,19 +100,18 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
             return;
           }
           const p = outcome.principal;
+          const fields = p ? principalToMetadata(p) : null;
           let setHeaders;
           let headersToRemove;
           if (outcome.inference) {
-            // To the provider: its own key, the flow for route selection, no client credentials or identity.
-            setHeaders = [...providerAuth, plainHeader('accept-encoding', 'identity'), plainHeader(flowHeader, outcome.inference.stream ? 'stream' : 'buffer')];
-            headersToRemove = [...NOT_FOR_PROVIDER, ...(deps.upstreamKey ? [] : ['authorization'])];
+            setHeaders = providerHeaders[outcome.inference.stream ? 'stream' : 'buffer'];
+            headersToRemove = notForProvider;
           } else {
-            const values = p ? [p.tenantId, p.subjectId, p.method, p.scopes.join(' '), p.keyId ?? '', p.role ?? ''] : [];
-            setHeaders = values.map((v, i) => plainHeader(identity[i] as string, v));
+            setHeaders = fields ? PRINCIPAL_FIELDS.map((f, i) => plainHeader(identity[i] as string, fields[f])) : [];
             headersToRemove = ['x-api-key'];
           }
-          const metadata: Record<string, string> | undefined = p
-            ? { ...principalToMetadata(p), ...(outcome.inference ? { held: String(outcome.inference.held) } : {}) }
+          const metadata: Record<string, string> | undefined = fields
+            ? { ...fields, ...(outcome.inference ? { held: String(outcome.inference.held) } : {}) }
             : undefined;
           callback(null, {
             status: { code: GRPC_OK, message: '', details: [] },

@@ -143,10 +143,8 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         guarded(() => {
           const wasStarted = exchange.started;
           const res = handle(exchange, req);
-          if (!wasStarted && exchange.started) {
-            const s = exchange.summary();
-            if (s.held !== null && s.principal) deps.claim(s.principal.tenantId, s.requestId);
-          }
+          const hold = !wasStarted && exchange.started ? exchange.hold : null;
+          if (hold) deps.claim(hold.tenantId, hold.requestId);
           // Only a lone request-headers message (GET /usage) is answered asynchronously.
           if (res instanceof Promise) res.then((r) => guarded(() => send(req, r)), fail);
           else send(req, res);
