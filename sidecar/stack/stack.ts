@@ -19,8 +19,6 @@ export interface StackOptions {
   /** Start the bundled simulator on the upstream URL's port. */
   readonly simulator: boolean;
   readonly simulatorArgs?: readonly string[];
-  /** Envoy --base-id, so several stacks can run side by side. */
-  readonly baseId?: number;
   readonly echo?: boolean;
   readonly env?: NodeJS.ProcessEnv;
   readonly envoyLogLevel?: string;
@@ -80,7 +78,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 
     const envoyPath = join(opts.runDir, 'envoy.yaml');
     writeFileSync(envoyPath, renderEnvoyConfig(cfg));
-    const envoyArgs = ['-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn', '--base-id', String(opts.baseId ?? process.pid % 60000), '--concurrency', '2'];
+    const envoyArgs = ['-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn', '--use-dynamic-base-id', '--concurrency', '2']; // a free base id: stacks run side by side
     const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo });
     processes.push(envoy);
     const envoyAdminUrl = `http://${cfg.listen.envoyAdmin.host}:${cfg.listen.envoyAdmin.port}`;

@@ -206,12 +206,10 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const bare = bareBootstrap(full, { listenPort, adminPort });
   const barePath = join(benchDir, 'envoy-bare.yaml');
   writeFileSync(barePath, toYaml(bare));
-  // startGateway gives its Envoy --base-id (pid % 10000) * 10 + n with a small n; 9 keeps this one apart.
-  const baseId = (process.pid % 10000) * 10 + 9;
   const bareEnvoy = new ManagedProcess(
     'envoy-bare',
     envoyBin,
-    ['-c', barePath, '--log-level', 'warn', '--base-id', String(baseId), '--concurrency', String(concurrency)],
+    ['-c', barePath, '--log-level', 'warn', '--use-dynamic-base-id', '--concurrency', String(concurrency)],
     { echo: opts.echo },
   );
   cleanups.push(() => bareEnvoy.stop());
@@ -234,7 +232,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const floorEnvoy = new ManagedProcess(
     'envoy-floor',
     envoyBin,
-    ['-c', floorPath, '--log-level', 'warn', '--base-id', String(baseId - 1), '--concurrency', String(concurrency)],
+    ['-c', floorPath, '--log-level', 'warn', '--use-dynamic-base-id', '--concurrency', String(concurrency)],
     { echo: opts.echo },
   );
   cleanups.push(() => floorEnvoy.stop());

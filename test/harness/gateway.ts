@@ -47,7 +47,6 @@ export interface GatewayOptions {
 }
 
 
-let baseIdCounter = 0;
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<TestGateway> {
   const envoyBin = requireEnvoy();
@@ -82,7 +81,6 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
       runDir,
       simulator: true,
       simulatorArgs: ['--api-key', upstreamKey, ...(opts.simulatorArgs ?? [])],
-      baseId: (process.pid % 10000) * 10 + baseIdCounter++,
       env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
       nodeArgs: opts.nodeArgs,
     });

@@ -196,7 +196,9 @@ describe('provider failures and departures', () => {
   });
 
   it('an error event from the provider mid-stream ends the stream with the envelope and request id', async () => {
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-error-event'), gw.key);
+    // Paced, so the first events reach the caller before the failure (arriving together, the
+    // caller would have got nothing yet: that is the clean-502 case tested below).
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-error-event #sim:chunk-delay=30'), gw.key);
     expect(r.status).toBe(200);
     const last = JSON.parse(r.events[r.events.length - 1]!);
     expect(last.error).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: r.headers.get('x-request-id') });
@@ -204,7 +206,7 @@ describe('provider failures and departures', () => {
   });
 
   it('a provider that ends its stream cleanly before any finish_reason: the stream ends with an error event, not a clean end', async () => {
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-end'), gw.key);
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-end #sim:chunk-delay=30'), gw.key);
     expect(r.status).toBe(200);
     expect(r.error).toBeNull();
     expect(r.events).not.toContain('[DONE]');
