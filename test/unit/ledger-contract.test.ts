@@ -589,6 +589,72 @@ export function describeLedgerContract(
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 830, held: 0, spent: 170 });
     });
 
+    it('a hold with a lease expires at the end of its lease, not its ttl: the reaper releases it (its owner died)', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 400, holdTtlSeconds: 3600, leaseSeconds: 5, owner: 'inst-1' }));
+      expect(await ledger.reapExpired(T, NOW + 4_999)).toBe(0);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000, held: 400 });
+      expect(await ledger.reapExpired(T, NOW + 5_000)).toBe(1);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+      // A reaped hold cannot be renewed back to life.
+      expect(await ledger.renewLeases(T, [a], NOW + 6_000, 5)).toBe(0);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 0 });
+    });
+
+    it('renewLeases keeps a live exchange\'s hold for as long as it is renewed, never past its ttl', async () => {
+      await grant(ledger, 1_000);
+      const live = rid();
+      const dead = rid();
+      const done = rid();
+      const lease = { holdTtlSeconds: 60, leaseSeconds: 5, owner: 'inst-1' };
+      await ledger.reserve(reserveInput(live, { amount: 100, ...lease }));
+      await ledger.reserve(reserveInput(dead, { amount: 200, ...lease, owner: 'inst-2' }));
+      await ledger.reserve(reserveInput(done, { amount: 300, ...lease }));
+      await ledger.settle(settleInput(done, 30));
+      // Renewed every 3 s for 40 s: the live hold stays; the unrenewed one goes at its lease end.
+      let reaped = 0;
+      for (let t = 3_000; t <= 40_000; t += 3_000) {
+        expect(await ledger.renewLeases(T, [live, done, 'req_unknown'], NOW + t, 5)).toBe(1);
+        reaped += await ledger.reapExpired(T, NOW + t + 1);
+      }
+      expect(reaped).toBe(1);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 970, held: 100 });
+      // The ttl bounds every renewal: at 60 s the hold expires whatever the renewals.
+      expect(await ledger.renewLeases(T, [live], NOW + 58_000, 5)).toBe(1);
+      expect(await ledger.reapExpired(T, NOW + 59_999)).toBe(0);
+      expect(await ledger.reapExpired(T, NOW + 60_000)).toBe(1);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 970, held: 0 });
+      expect(await ledger.renewLeases(T, [], NOW, 5)).toBe(0);
+      expect(await ledger.renewLeases('ten_unknown', [live], NOW, 5)).toBe(0);
+    });
+
+    it('a claim by another instance keeps the hold open and renewable', async () => {
+      await grant(ledger, 1_000);
+      const a = rid();
+      await ledger.reserve(reserveInput(a, { amount: 100, holdTtlSeconds: 60, leaseSeconds: 5, owner: 'inst-1' }));
+      await ledger.claim(T, a, 'inst-2');
+      expect(await ledger.renewLeases(T, [a], NOW + 4_000, 5)).toBe(1);
+      expect(await ledger.reapExpired(T, NOW + 8_999)).toBe(0);
+      expect(await ledger.settle(settleInput(a, 40, { now: NOW + 8_000 }))).toStrictEqual(settled(true, 40, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 960, held: 0 });
+    });
+
+    it('renewLeases refuses bad input before any write', async () => {
+      for (const call of [
+        () => ledger.renewLeases('', ['r'], NOW, 5),
+        () => ledger.renewLeases(T, 'r' as unknown as string[], NOW, 5),
+        () => ledger.renewLeases(T, [''], NOW, 5),
+        () => ledger.renewLeases(T, ['r'], -1, 5),
+        () => ledger.renewLeases(T, ['r'], NOW, 0),
+        () => ledger.renewLeases(T, ['r'], NOW, Number.NaN),
+      ]) {
+        await expect(call()).rejects.toBeInstanceOf(TypeError);
+      }
+      await expect(ledger.reserve(reserveInput(rid(), { leaseSeconds: 0 }))).rejects.toBeInstanceOf(TypeError);
+    });
+
     it('tenantsWithHolds lists the tenants with at least one open hold', async () => {
       const a = rid();
       await ledger.reserve(reserveInput(a, { tenantId: 'ten_b', amount: 0 }));
@@ -1107,6 +1173,7 @@ export function describeLedgerContract(
         () => ledger.settle(settleInput(rid(), 1)),
         () => ledger.release(T, 'req_x'),
         () => ledger.reapExpired(T, NOW),
+        () => ledger.renewLeases(T, ['req_x'], NOW, 5),
         () => ledger.tenantsWithHolds(),
         () => ledger.account(T, PERIOD),
         () => ledger.adjustBalance(T, 5, 'k_closed', 'closed', NOW),

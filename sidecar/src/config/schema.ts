@@ -50,8 +50,13 @@ export const BillingSchema = z
     creditCheck: z.boolean().default(false),
     /** Shown as text inside the 402 message. */
     topUpUrl: z.url().default('https://portal.svc.example/billing/top-up'),
-    /** A hold left by a crashed process is released after this long. */
+    /** The longest a hold can live, even while its exchange renews its lease. */
     holdTtlSeconds: z.number().int().positive().default(3600),
+    /**
+     * A hold's lease: the live exchange renews it every third of this; a hold whose
+     * owner died (kill -9) is released by any instance within 1.5 × this.
+     */
+    holdLeaseSeconds: z.number().positive().max(3600).default(15),
     /** A hold whose request never reached response processing (the client left) is released after this long. */
     claimGraceSeconds: z.number().int().positive().default(15),
     /** Settlements the store could not take are kept here and retried until applied (survives restarts). */
@@ -110,6 +115,16 @@ export const ConfigSchema = z
       })
       .strict()
       .default({ maxRequestBytes: 2 * 1024 * 1024, maxResponseBytes: 32 * 1024 * 1024, maxEmbeddingInputs: 256 }),
+    /**
+     * A normal stop (SIGTERM/SIGINT): readiness goes false and new requests get a 503
+     * at once; exchanges in flight run to their end for up to drainSeconds (a long
+     * svc-deep answer); streams still open then end with the error event and are
+     * charged for what they delivered.
+     */
+    shutdown: z
+      .object({ drainSeconds: z.number().min(0).max(3600).default(120) })
+      .strict()
+      .default({ drainSeconds: 120 }),
     defaults: z
       .object({ temperature: z.number().min(0).max(2).default(0.7) })
       .strict()

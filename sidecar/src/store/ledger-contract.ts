@@ -36,7 +36,15 @@ export interface ReserveInput {
   /** Epoch minute, for throttling windows. */
   readonly minute: number;
   readonly limits: RateLimits | null;
+  /** The longest the hold can live, renewals included. */
   readonly holdTtlSeconds: number;
+  /**
+   * The hold's lease: it expires this long after `now` unless renewed (renewLeases),
+   * never later than holdTtlSeconds after it was placed. Absent: holdTtlSeconds.
+   */
+  readonly leaseSeconds?: number;
+  /** The instance that placed the hold (recorded with it, for operators). */
+  readonly owner?: string;
   readonly now: number; // epoch ms
 }
 
@@ -131,14 +139,21 @@ export interface Ledger {
    * The request reached its response processing, which will settle or release
    * it. Idempotent; no-op without an open hold.
    */
-  claim(tenantId: string, requestId: string): Promise<void>;
+  claim(tenantId: string, requestId: string, owner?: string): Promise<void>;
+  /**
+   * The live exchanges of one instance keep their holds: each open hold named is
+   * given a lease until now + leaseSeconds (never past its holdTtlSeconds). Holds
+   * not open (settled, released, reaped, unknown) are left alone. Returns how many
+   * were renewed. A hold whose lease runs out is released by reapExpired.
+   */
+  renewLeases(tenantId: string, requestIds: readonly string[], now: number, leaseSeconds: number): Promise<number>;
   /**
    * Releases the hold unless it was claimed: the request was admitted but never
    * reached its response processing (the client left in between). Returns true
    * if it released something.
    */
   releaseUnclaimed(tenantId: string, requestId: string): Promise<boolean>;
-  /** Releases holds whose time ran out (a crashed process). Returns how many. */
+  /** Releases holds whose lease ran out (their owner died). Returns how many. */
   reapExpired(tenantId: string, now: number): Promise<number>;
   /** Tenants that hold anything right now (for the reaper). */
   tenantsWithHolds(): Promise<string[]>;

@@ -48,6 +48,17 @@ export function checkAdjust(tenantId: unknown, amount: unknown, idempotencyKey: 
   instant(now, 'now');
 }
 
+/** A lease renewal, as both ledgers take it. */
+export function checkRenew(tenantId: unknown, requestIds: unknown, now: unknown, leaseSeconds: unknown): void {
+  nonEmpty(tenantId, 'tenantId');
+  if (!Array.isArray(requestIds)) throw new TypeError('requestIds must be an array');
+  for (const r of requestIds) nonEmpty(r, 'requestIds[]');
+  instant(now, 'now');
+  if (typeof leaseSeconds !== 'number' || !Number.isFinite(leaseSeconds) || leaseSeconds <= 0) {
+    throw new TypeError('leaseSeconds must be a positive number');
+  }
+}
+
 /** How many rows a listing returns. */
 export function checkListing(tenantId: unknown, limit: unknown): number {
   nonEmpty(tenantId, 'tenantId');
@@ -72,6 +83,11 @@ export function checkReserve(input: ReserveInput): ReserveInput {
   if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) {
     throw new TypeError('holdTtlSeconds must be a positive number');
   }
+  const lease = input.leaseSeconds;
+  if (lease !== undefined && (typeof lease !== 'number' || !Number.isFinite(lease) || lease <= 0)) {
+    throw new TypeError('leaseSeconds must be a positive number');
+  }
+  if (input.owner !== undefined && typeof input.owner !== 'string') throw new TypeError('owner must be a string');
   if (typeof input.minute !== 'number' || !Number.isSafeInteger(input.minute)) {
     throw new TypeError('minute must be a safe integer');
   }
@@ -86,6 +102,8 @@ export function checkReserve(input: ReserveInput): ReserveInput {
     minute: input.minute,
     limits: checkLimits(input.limits),
     holdTtlSeconds: ttl,
+    leaseSeconds: Math.min(lease ?? ttl, ttl),
+    owner: input.owner ?? '',
     now: instant(input.now, 'now'),
   };
 }

@@ -25,7 +25,7 @@
  * so each operation is atomic with respect to the others.
  */
 import { StoreUnavailableError } from './contract.js';
-import { checkAdjust, checkListing, checkReserve, checkSettle, day, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
+import { checkAdjust, checkListing, checkRenew, checkReserve, checkSettle, day, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 import {
   type AccountState,
   type Ledger,
@@ -45,7 +45,10 @@ type HoldState = 'held' | 'settled' | 'released';
 interface Hold {
   amount: number;
   state: HoldState;
+  /** End of the lease (renewLeases moves it, never past deadline). */
   expiresAt: number;
+  deadline: number;
+  owner: string;
   period: string;
   keyId: string | null;
   charged: number;
@@ -205,7 +208,9 @@ export function createMemoryLedger(): Ledger {
       t.holds.set(input.requestId, {
         amount: input.amount,
         state: 'held',
-        expiresAt: input.now + input.holdTtlSeconds * 1000,
+        expiresAt: input.now + Math.min(Math.floor((input.leaseSeconds ?? input.holdTtlSeconds) * 1000), input.holdTtlSeconds * 1000),
+        deadline: input.now + input.holdTtlSeconds * 1000,
+        owner: input.owner ?? '',
         period: input.period,
         keyId: input.keyId,
         charged: 0,
@@ -249,6 +254,8 @@ export function createMemoryLedger(): Ledger {
           amount: 0,
           state: 'settled',
           expiresAt: input.now,
+          deadline: input.now,
+          owner: '',
           period: input.period,
           keyId: input.usage.keyId,
           charged,
@@ -289,7 +296,7 @@ export function createMemoryLedger(): Ledger {
       const hold = t.holds.get(requestId);
       if (!hold) {
         // A tombstone: a later reserve for this request is a replay and holds nothing.
-        t.holds.set(requestId, { amount: 0, state: 'released', expiresAt: 0, period: '', keyId: null, charged: 0 });
+        t.holds.set(requestId, { amount: 0, state: 'released', expiresAt: 0, deadline: 0, owner: '', period: '', keyId: null, charged: 0 });
         return false;
       }
       if (hold.state !== 'held') return false;
@@ -297,12 +304,28 @@ export function createMemoryLedger(): Ledger {
       return true;
     },
 
-    async claim(tenantId, requestId) {
+    async claim(tenantId, requestId, owner) {
       open();
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(requestId, 'requestId');
       const hold = tenants.get(tenantId)?.holds.get(requestId);
-      if (hold?.state === 'held') hold.claimed = true;
+      if (hold?.state !== 'held') return;
+      hold.claimed = true;
+      if (owner) hold.owner = owner;
+    },
+
+    async renewLeases(tenantId, requestIds, now, leaseSeconds) {
+      open();
+      checkRenew(tenantId, requestIds, now, leaseSeconds);
+      const t = tenants.get(tenantId);
+      let n = 0;
+      for (const requestId of requestIds) {
+        const hold = t?.holds.get(requestId);
+        if (hold?.state !== 'held') continue;
+        hold.expiresAt = Math.min(now + Math.floor(leaseSeconds * 1000), hold.deadline);
+        n += 1;
+      }
+      return n;
     },
 
     async releaseUnclaimed(tenantId, requestId) {

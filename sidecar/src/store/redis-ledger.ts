@@ -7,9 +7,10 @@
  * rollback).
  *
  *   <p>:acct:{t}               hash    balance, held, cap, spent:<period>
- *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires, period, key_id, charged,
- *                                      claimed (the response processing took it over)
- *   <p>:holds:{t}              zset    open holds by expiry (member: request id)
+ *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires (end of the lease),
+ *                                      deadline (the most a renewal can reach), owner (instance), period,
+ *                                      key_id, charged, claimed (the response processing took it over)
+ *   <p>:holds:{t}              zset    open holds by lease end (member: request id)
  *   <p>:ledger:{t}             stream  money movements: grant, deduct, charge (signed amount, balance_after)
  *   <p>:usage:{t}              stream  one usage record per settled request (no content field exists)
  *   <p>:usage:{t}:day:<day>    hash    <alias>|prompt, |completion, |requests, |cost
@@ -35,7 +36,7 @@ import {
   type UsageRecord,
 } from './ledger-contract.js';
 import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
-import { checkAdjust, checkListing, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
+import { checkAdjust, checkListing, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
@@ -51,9 +52,12 @@ local held = tonumber(a[2] or '0')
 if a[3] and tonumber(a[4] or '0') + held + amount > tonumber(a[3]) then return -2 end
 if ARGV[3] == '1' and balance - held < amount then return -1 end
 local ttl = tonumber(ARGV[8]) * 1000
-local expires = tonumber(ARGV[7]) + ttl
+local deadline = tonumber(ARGV[7]) + ttl
+local expires = tonumber(ARGV[7]) + math.floor(tonumber(ARGV[11]) * 1000)
+if expires > deadline then expires = deadline end
 redis.call('HINCRBY', KEYS[1], 'held', amount)
-redis.call('HSET', KEYS[2], 'amount', amount, 'state', 'held', 'expires', expires, 'period', ARGV[4], 'key_id', ARGV[9])
+redis.call('HSET', KEYS[2], 'amount', amount, 'state', 'held', 'expires', expires, 'deadline', deadline, 'period', ARGV[4],
+  'key_id', ARGV[9], 'owner', ARGV[12])
 redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
 redis.call('ZADD', KEYS[3], expires, ARGV[10])
 if rpm >= 0 then redis.call('INCR', KEYS[4]) redis.call('EXPIRE', KEYS[4], 120) end
@@ -111,8 +115,27 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return 1`;
 
 const CLAIM = `
-if redis.call('HGET', KEYS[1], 'state') == 'held' then redis.call('HSET', KEYS[1], 'claimed', 1) return 1 end
-return 0`;
+if redis.call('HGET', KEYS[1], 'state') ~= 'held' then return 0 end
+redis.call('HSET', KEYS[1], 'claimed', 1)
+if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'owner', ARGV[1]) end
+return 1`;
+
+/** Lease renewal of open holds: ARGV[1] now, ARGV[2] hold key prefix, ARGV[3] lease (ms), ARGV[4..] request ids (same slot). */
+const RENEW = `
+local now = tonumber(ARGV[1])
+local n = 0
+for i = 4, #ARGV do
+  local hk = ARGV[2] .. ARGV[i]
+  local h = redis.call('HMGET', hk, 'state', 'deadline')
+  if h[1] == 'held' then
+    local e = now + tonumber(ARGV[3])
+    if h[2] and e > tonumber(h[2]) then e = tonumber(h[2]) end
+    redis.call('HSET', hk, 'expires', e)
+    redis.call('ZADD', KEYS[1], 'XX', e, ARGV[i])
+    n = n + 1
+  end
+end
+return n`;
 
 const RELEASE_UNCLAIMED = `
 local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'claimed')
@@ -158,6 +181,7 @@ type Scripts = {
   release: (...args: (string | number)[]) => Promise<number>;
   reap: (...args: (string | number)[]) => Promise<number>;
   claim: (...args: (string | number)[]) => Promise<number>;
+  renew: (...args: (string | number)[]) => Promise<number>;
   releaseUnclaimed: (...args: (string | number)[]) => Promise<number>;
   adjust: (...args: (string | number)[]) => Promise<string>;
 };
@@ -170,6 +194,7 @@ function defineScripts(client: Redis): Scripts {
   define('reap', 2, REAP);
   define('adjust', 3, ADJUST);
   define('claim', 1, CLAIM);
+  define('renew', 1, RENEW);
   define('release_unclaimed', 3, RELEASE_UNCLAIMED);
   const c = client as unknown as Record<string, (...args: (string | number)[]) => Promise<unknown>>;
   return {
@@ -179,6 +204,7 @@ function defineScripts(client: Redis): Scripts {
     reap: (...a) => c.svc_reap!(...a) as Promise<number>,
     adjust: (...a) => c.svc_adjust!(...a) as Promise<string>,
     claim: (...a) => c.svc_claim!(...a) as Promise<number>,
+    renew: (...a) => c.svc_renew!(...a) as Promise<number>,
     releaseUnclaimed: (...a) => c.svc_release_unclaimed!(...a) as Promise<number>,
   };
 }
@@ -240,7 +266,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
         scripts.reserve(
           k.acct(t), k.hold(t, input.requestId), k.holds(t), k.rl(t, scope, input.minute, 'r'), k.rl(t, scope, input.minute, 't'),
           input.amount, input.tokens, input.creditCheck ? '1' : '0', input.period, rpm, tpm, input.now, input.holdTtlSeconds,
-          input.keyId ?? '', enc(input.requestId),
+          input.keyId ?? '', enc(input.requestId), input.leaseSeconds ?? input.holdTtlSeconds, input.owner ?? '',
         ),
       );
       if (r === 1) return { ok: true, replay: false };
@@ -270,10 +296,17 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       return r === 1;
     },
 
-    async claim(tenantId, requestId) {
+    async claim(tenantId, requestId, owner) {
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(requestId, 'requestId');
-      await redis(() => scripts.claim(k.hold(tenantId, requestId)));
+      await redis(() => scripts.claim(k.hold(tenantId, requestId), owner ?? ''));
+    },
+
+    async renewLeases(tenantId, requestIds, now, leaseSeconds) {
+      checkRenew(tenantId, requestIds, now, leaseSeconds);
+      if (requestIds.length === 0) return 0;
+      const leaseMs = Math.floor(leaseSeconds * 1000);
+      return redis(() => scripts.renew(k.holds(tenantId), now, k.holdPrefix(tenantId), leaseMs, ...requestIds.map(enc)));
     },
 
     async releaseUnclaimed(tenantId, requestId) {
