@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { loadConfigOrExit, readUpstreamKey } from './config/load.js';
 import type { Config } from './config/schema.js';
@@ -10,7 +11,8 @@ import { KeyCache } from './domain/auth/key-cache.js';
 import { createKeyEvents } from './store/key-events.js';
 import type { ExchangeSummary } from './domain/exchange.js';
 import { createAuthorizationService } from './adapters/envoy/authz-service.js';
-import { createExternalProcessorService } from './adapters/envoy/ext-proc-service.js';
+import { createExternalProcessorService, LiveExchanges } from './adapters/envoy/ext-proc-service.js';
+import { Lifecycle } from './domain/lifecycle.js';
 import { startGrpcServer } from './adapters/grpc-server.js';
 import { buildAdminServer } from './adapters/admin/server.js';
 import { createLogger } from './adapters/logger.js';
@@ -48,12 +50,23 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   });
   const upstreamKey = readUpstreamKey(cfg, env);
   const ledger = createLedger(cfg);
-  const billing = new Billing(ledger, cfg.billing, new SettlementJournal(cfg.billing.journalPath), {
-    settled: (i) => {
-      if (i.uncovered > 0) log.warn({ request_id: i.requestId, charged: i.charged, uncovered: i.uncovered }, 'charge above the hold');
+  // This process, recorded with every hold it places or claims (operators see whose holds a reaper released).
+  const instance = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
+  const billing = new Billing(
+    ledger,
+    cfg.billing,
+    new SettlementJournal(cfg.billing.journalPath),
+    {
+      settled: (i) => {
+        if (i.uncovered > 0) log.warn({ request_id: i.requestId, charged: i.charged, uncovered: i.uncovered }, 'charge above the hold');
+      },
+      failed: (what, err) => log.warn({ op: what, err: (err as Error).name }, 'ledger write failed; journaled for retry'),
     },
-    failed: (what, err) => log.warn({ op: what, err: (err as Error).name }, 'ledger write failed; journaled for retry'),
-  });
+    Date.now,
+    instance,
+  );
+  const lifecycle = new Lifecycle();
+  const live = new LiveExchanges();
   const admission = {
     catalog,
     defaultTemperature: cfg.defaults.temperature,
@@ -65,7 +78,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
 
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
-    if (s.held !== null && s.principal && s.ctx) {
+    if (s.held !== null && s.principal) {
       billing
         .finish({ principal: s.principal, ctx: s.ctx, requestId: s.requestId, usage: s.billable, startedAt: s.startedAt })
         .catch((err: unknown) => log.error({ request_id: s.requestId, err: (err as Error).name }, 'settlement failed'));
@@ -93,9 +106,10 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   };
 
   const grpc = await startGrpcServer(cfg.listen.sidecarGrpc, {
-    authz: createAuthorizationService({ gate, brand: cfg.brand, upstreamKey, log }),
+    authz: createAuthorizationService({ gate, brand: cfg.brand, upstreamKey, log, lifecycle }),
     extProc: createExternalProcessorService({
       log,
+      live,
       onSummary,
       claim: (tenantId, requestId) => billing.claim(tenantId, requestId),
       // Ends a silent stream with an error event a second before Envoy's idle timeout would cut it.
@@ -117,6 +131,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     brand: cfg.brand,
     adminToken: adminToken(env),
     log,
+    accepting: () => !lifecycle.draining,
     onKeyRevoked: (hash) => {
       keyCache.invalidate(hash);
       keyEvents.publish(hash).catch(() => log.warn('revocation not broadcast; other instances drop the key when its cache entry expires'));
@@ -124,24 +139,64 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   });
   await admin.listen({ host: cfg.listen.admin.host, port: cfg.listen.admin.port });
   const adminPort = (admin.server.address() as { port: number }).port;
-  // Background money work: journaled settlements retried, expired holds released.
+  // Background money work: journaled settlements retried, leases of live holds renewed,
+  // holds whose lease ran out (their owner died) released, also those of this
+  // instance's previous life right after a restart.
+  const leaseMs = Math.min(cfg.billing.holdLeaseSeconds, cfg.billing.holdTtlSeconds) * 1000;
   const retry = setInterval(() => void billing.retryPending().catch(() => {}), 2000);
-  const reapEveryMs = Math.min(30, Math.max(1, cfg.billing.holdTtlSeconds / 2)) * 1000;
-  const reaper = setInterval(() => void billing.reap().catch(() => {}), reapEveryMs);
+  const renew = setInterval(() => void billing.renewLeases().catch(() => {}), Math.max(100, leaseMs / 3));
+  const reap = () =>
+    void billing.reap().then(
+      (n) => n > 0 && log.warn({ holds: n }, 'released holds whose lease ran out (their instance stopped without settling)'),
+      () => {},
+    );
+  const reaper = setInterval(reap, Math.min(30_000, Math.max(250, leaseMs / 2)));
   retry.unref();
+  renew.unref();
   reaper.unref();
   void billing.retryPending().catch(() => {});
-  log.info({ grpc: cfg.listen.sidecarGrpc, grpc_port: grpc.port, admin_port: adminPort, store: store.kind }, 'sidecar ready');
+  reap();
+  log.info({ grpc: cfg.listen.sidecarGrpc, grpc_port: grpc.port, admin_port: adminPort, store: store.kind, instance }, 'sidecar ready');
 
+  let hurry: (() => void) | null = null;
   return {
     grpcPort: grpc.port,
     adminPort,
-    async close() {
+    /** A second stop signal: end the drain now (streams still open end with the error event). */
+    hurry: () => hurry?.(),
+    /**
+     * A normal stop: readiness false and new requests refused first; exchanges in
+     * flight run to their end up to the drain deadline, those left are ended then
+     * (streams with the error event, charged for what they delivered); every
+     * settlement and release is written or journaled, the journal retried once
+     * more, and only then are the store connections closed.
+     */
+    async close(drainMs = cfg.shutdown.drainSeconds * 1000) {
+      lifecycle.drain();
+      const started = Date.now();
+      log.info({ drain_seconds: drainMs / 1000, exchanges: live.size, holds: billing.inFlight.holds }, 'stopping: draining');
+      let deadline = started + drainMs;
+      hurry = () => {
+        deadline = 0;
+      };
+      const busy = () => {
+        const b = billing.inFlight;
+        return live.size + lifecycle.checksInFlight + b.holds + b.unclaimed + b.finishing > 0;
+      };
+      while (busy() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      if (live.size > 0) {
+        log.warn({ exchanges: live.size }, 'drain deadline reached: ending the exchanges still open');
+        live.endAll();
+      }
+      await billing.releaseAllUnclaimed();
+      await Promise.race([billing.settled(), new Promise((r) => setTimeout(r, 10_000).unref())]);
       clearInterval(retry);
+      clearInterval(renew);
       clearInterval(reaper);
+      const journaled = await billing.retryPending().catch(() => -1);
+      log.info({ drained_ms: Date.now() - started, journal_pending: journaled }, 'drained; closing the store connections');
       await grpc.close();
       await admin.close();
-      await billing.retryPending().catch(() => {});
       await ledger.close();
       await keyEvents.close();
       await store.close();
@@ -156,12 +211,18 @@ async function main() {
   const cfg = loadConfigOrExit();
   const sidecar = await startSidecar(cfg);
   process.stdout.write(`${JSON.stringify({ event: 'listening', grpcPort: sidecar.grpcPort, adminPort: sidecar.adminPort })}\n`);
+  let stopping = false;
   const stop = async () => {
+    if (stopping) {
+      sidecar.hurry(); // a second signal: end the drain now
+      return;
+    }
+    stopping = true;
     await sidecar.close();
     process.exit(0);
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

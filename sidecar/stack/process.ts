@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 /**
  * A child process of the local stack: output kept in a ring buffer (shown
  * only when something fails, or echoed live), readiness by a predicate on
- * its output lines, SIGINT then SIGKILL on stop.
+ * its output lines, SIGINT then SIGKILL (after a grace period) on stop.
  */
 export class ManagedProcess {
   readonly lines: string[] = [];
@@ -15,7 +15,14 @@ export class ManagedProcess {
     readonly name: string,
     private readonly cmd: string,
     private readonly args: readonly string[],
-    private readonly opts: { env?: NodeJS.ProcessEnv; cwd?: string; echo?: boolean; keep?: number },
+    private readonly opts: {
+      env?: NodeJS.ProcessEnv;
+      cwd?: string;
+      echo?: boolean;
+      keep?: number;
+      /** How long stop() waits after SIGINT before SIGKILL (a sidecar drains its exchanges first). */
+      stopGraceMs?: number;
+    },
   ) {
     this.launch();
   }
@@ -118,7 +125,12 @@ export class ManagedProcess {
     if (this.running) this.child.kill(sig);
   }
 
-  async stop(graceMs = 3000): Promise<void> {
+  /** Resolves when the process has exited (at once if it is not running). */
+  exitedNow(): Promise<number | null> {
+    return this.running ? this.exited : Promise.resolve(this.child.exitCode);
+  }
+
+  async stop(graceMs = this.opts.stopGraceMs ?? 3000): Promise<void> {
     if (!this.running) return;
     this.child.kill('SIGINT');
     const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);

@@ -47,16 +47,29 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   mkdirSync(opts.runDir, { recursive: true });
   const env = { ...process.env, ...(opts.env ?? {}) };
   const processes: ManagedProcess[] = [];
-  const spawnTs = (name: string, script: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}) => {
+  const spawnTs = (name: string, script: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}, stopGraceMs?: number) => {
     const p = new ManagedProcess(name, process.execPath, [...(opts.nodeArgs?.[name] ?? []), ...TSX, join(REPO_ROOT, script), ...args], {
       env: { ...env, ...extraEnv },
       cwd: REPO_ROOT,
       echo: opts.echo,
+      stopGraceMs,
     });
     processes.push(p);
     return p;
   };
+  const envoyAdminUrl = `http://${cfg.listen.envoyAdmin.host}:${cfg.listen.envoyAdmin.port}`;
+  /**
+   * A stop that loses nothing: Envoy's listeners drain first (new requests are
+   * discouraged: `Connection: close`, HTTP/2 GOAWAY), the sidecar drains its
+   * exchanges (SIGINT; up to shutdown.drainSeconds) while Envoy still carries
+   * them, then Envoy stops, then the services behind it.
+   */
   const stopAll = async () => {
+    const byName = (n: string) => processes.find((p) => p.name === n);
+    const envoy = byName('envoy');
+    if (envoy?.running) await fetch(`${envoyAdminUrl}/drain_listeners?graceful`, { method: 'POST' }).catch(() => undefined);
+    await byName('sidecar')?.stop();
+    await envoy?.stop();
     for (const p of [...processes].reverse()) await p.stop();
   };
 
@@ -73,15 +86,22 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const configPath = join(opts.runDir, 'gateway.yaml');
     writeFileSync(configPath, stringify(cfg));
     const tokenFile = join(opts.runDir, 'admin-token');
-    const sidecar = spawnTs('sidecar', 'sidecar/src/main.ts', [], { GATEWAY_CONFIG: configPath, ADMIN_TOKEN_FILE: tokenFile });
+    // SIGKILL only well after the drain deadline: the sidecar settles and closes its stores first.
+    const sidecarGraceMs = cfg.shutdown.drainSeconds * 1000 + 15_000;
+    const sidecar = spawnTs('sidecar', 'sidecar/src/main.ts', [], { GATEWAY_CONFIG: configPath, ADMIN_TOKEN_FILE: tokenFile }, sidecarGraceMs);
     await sidecar.waitForLine(listeningLine, 20_000);
 
     const envoyPath = join(opts.runDir, 'envoy.yaml');
     writeFileSync(envoyPath, renderEnvoyConfig(cfg));
-    const envoyArgs = ['-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn', '--use-dynamic-base-id', '--concurrency', '2']; // a free base id: stacks run side by side
+    const envoyArgs = [
+      '-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn',
+      '--use-dynamic-base-id', // a free base id: stacks run side by side
+      '--concurrency', '2',
+      // drain_listeners?graceful (on stop) discourages every new request at once, for as long as the sidecar drains.
+      '--drain-strategy', 'immediate', '--drain-time-s', String(Math.max(1, Math.ceil(cfg.shutdown.drainSeconds))),
+    ];
     const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo });
     processes.push(envoy);
-    const envoyAdminUrl = `http://${cfg.listen.envoyAdmin.host}:${cfg.listen.envoyAdmin.port}`;
     await envoy.waitForLive(`${envoyAdminUrl}/ready`, 20_000);
 
     const adminUrl = `http://${cfg.listen.admin.host}:${cfg.listen.admin.port}`;

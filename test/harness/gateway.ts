@@ -68,6 +68,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     accountService: { url: `http://127.0.0.1:${account}` },
     identity: { jwksFile: idp.jwksFile },
     log: { level: 'info' },
+    // A stop waits this long at most for exchanges a test left open.
+    shutdown: { drainSeconds: 5 },
     // Each gateway journals its own pending settlements (never the repo's .run/ shared by all).
     billing: { journalPath: join(runDir, 'settlement-journal.jsonl') },
     ...(redisUrl ? { store: { kind: 'redis', url: redisUrl } } : {}),

@@ -70,6 +70,14 @@ export const Errors = Object.freeze({
     message: 'The credit ledger is unreachable; the request was not run.',
   }),
   serviceUnavailable: entry({ status: 503, type: 'api_error', code: 'service_unavailable', message: 'The gateway is temporarily unavailable.' }),
+  /** A normal stop: new requests are refused while exchanges in flight finish; a stream cut at the drain deadline ends with it. */
+  restarting: entry({
+    status: 503,
+    type: 'api_error',
+    code: 'service_unavailable',
+    message: 'The gateway is restarting; retry the request.',
+    headers: { 'Retry-After': '1' },
+  }),
 });
 
 export type ErrorName = keyof typeof Errors;

@@ -234,13 +234,23 @@ export class Exchange {
    * instead of letting it hang.
    */
   streamStalled(): Action {
+    return this.endStreamNow(Errors.upstreamError);
+  }
+
+  /**
+   * Ends a streamed response now with `reason`: before the first event as that
+   * error's reply (nothing charged), mid-stream as one error event (the envelope,
+   * no [DONE]), charged for what was delivered. Used for a provider that fell
+   * silent and for a stream still open at a stop's drain deadline.
+   */
+  endStreamNow(reason: ErrorEntry): Action {
     if (!this.stream || this.streamClosed) return { kind: 'continue' };
     if (!this.delivered) {
       this.streamClosed = true;
-      return this.upstreamFailed();
+      return this.refuse(reason);
     }
-    const out = Buffer.from(this.stream.fail());
-    this.finishStream();
+    const out = Buffer.from(this.stream.fail(reason));
+    this.finishStream(reason);
     return { kind: 'continue', body: out, streamed: { endOfStream: true } };
   }
 
@@ -294,13 +304,13 @@ export class Exchange {
   /** The caller has been sent at least one event of a streamed response. */
   private delivered = false;
 
-  private finishStream(): void {
+  private finishStream(reason: ErrorEntry = Errors.upstreamError): void {
     const s = this.stream;
     if (!s) return;
     this.streamClosed = true;
     this.usage = s.usage();
     this.outcome = s.completed ? 'ok' : 'upstream_error';
-    if (!s.completed) this.errorCode = Errors.upstreamError.code;
+    if (!s.completed) this.errorCode = reason.code;
   }
 
   private routeOf(path: string): Route {

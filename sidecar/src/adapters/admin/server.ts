@@ -18,6 +18,8 @@ export interface AdminDeps {
   readonly brand: string;
   readonly adminToken: string;
   readonly log: Logger;
+  /** False once a stop has begun: /readyz answers 503 so load balancers send nothing new. */
+  readonly accepting?: () => boolean;
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
@@ -38,6 +40,7 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
+    if (deps.accepting && !deps.accepting()) return reply.code(503).send({ status: 'draining', store: deps.store.kind });
     try {
       // Both connections: keys (authentication) and the ledger (the money path).
       await Promise.all([deps.store.ping(), deps.ledger.ping()]);

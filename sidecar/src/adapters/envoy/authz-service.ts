@@ -2,7 +2,8 @@ import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Gate } from '../../domain/gate.js';
 import type { Principal } from '../../domain/auth/principal.js';
-import { envelope, type GatewayError } from '../../domain/errors.js';
+import { envelope, Errors, gatewayError, type GatewayError } from '../../domain/errors.js';
+import type { Lifecycle } from '../../domain/lifecycle.js';
 import type { AuthorizationServer, CheckRequest, CheckResponse } from '../../generated/envoy/service/auth/v3/external_auth.js';
 import type { Address } from '../../generated/envoy/config/core/v3/address.js';
 import { plainHeader } from './headers.js';
@@ -57,6 +58,8 @@ export interface AuthzDeps {
   /** Provider key sent upstream as a bearer token; undefined sends none. */
   readonly upstreamKey: string | undefined;
   readonly log: Logger;
+  /** Stopping: new requests are refused (503, Retry-After) while those in flight finish. */
+  readonly lifecycle?: Lifecycle;
 }
 
 /** Internal routing header: tells Envoy's route table how the response will flow. */
@@ -84,15 +87,20 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
       const headers = http?.headers ?? {};
       const requestId = headers['x-request-id'] ?? '';
       const body = http?.rawBody && http.rawBody.length ? http.rawBody : http?.body ? Buffer.from(http.body) : null;
-      deps.gate
-        .check({
+      if (deps.lifecycle?.draining) {
+        deps.log.info({ request_id: requestId, path: http?.path, status: Errors.restarting.status, code: Errors.restarting.code }, 'request refused: stopping');
+        callback(null, denied(gatewayError(Errors.restarting), requestId));
+        return;
+      }
+      const check = deps.gate.check({
           path: http?.path ?? '',
           method: http?.method ?? '',
           header: (n) => headers[n],
           peer: peerAddress(attrs?.source?.address),
           body,
           requestId,
-        })
+        });
+      (deps.lifecycle ? deps.lifecycle.track(check) : check)
         .then((outcome) => {
           if (!outcome.ok) {
             deps.log.info({ request_id: requestId, path: http?.path, status: outcome.error.entry.status, code: outcome.error.entry.code }, 'request refused');

@@ -1,6 +1,7 @@
 import { status, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Exchange, type Action, type ExchangeDeps, type ExchangeSummary } from '../../domain/exchange.js';
+import { Errors } from '../../domain/errors.js';
 import { ProcessingMode_BodySendMode, ProcessingMode_HeaderSendMode } from '../../generated/envoy/extensions/filters/http/ext_proc/v3/processing_mode.js';
 import type {
   CommonResponse,
@@ -70,6 +71,33 @@ export interface ExtProcDeps {
   readonly streamStallMs: number;
   /** Called once per exchange when it ends (the log line and the settlement). */
   readonly onSummary: (summary: ExchangeSummary) => void;
+  /** Where the exchanges under way are listed (a stop waits for them, then ends those left). */
+  readonly live?: LiveExchanges;
+}
+
+/** The exchanges this process is serving now. */
+export class LiveExchanges {
+  private readonly enders = new Set<() => void>();
+
+  get size(): number {
+    return this.enders.size;
+  }
+
+  add(end: () => void): void {
+    this.enders.add(end);
+  }
+
+  delete(end: () => void): void {
+    this.enders.delete(end);
+  }
+
+  /**
+   * A stop's drain deadline: a stream ends with the error event (charged for what
+   * it delivered), anything else is given back to Envoy as failed (its hold released).
+   */
+  endAll(): void {
+    for (const end of [...this.enders]) end();
+  }
 }
 
 /** The ext_proc adapter: one gRPC stream per HTTP exchange. */
@@ -81,9 +109,20 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       const finish = (abandoned: boolean) => {
         if (finished) return;
         finished = true;
+        deps.live?.delete(endNow);
         if (abandoned) exchange.abandon();
         deps.onSummary(exchange.summary());
       };
+      const endNow = () => {
+        if (finished) return;
+        if (stall) clearTimeout(stall);
+        if (exchange.streaming) guarded(() => send(null, toResponse('responseBody', exchange.endStreamNow(Errors.restarting))));
+        if (finished) return;
+        // Nothing can be sent unasked outside a stream: Envoy answers the caller (fails closed).
+        finish(true);
+        call.emit('error', { code: status.UNAVAILABLE, details: 'the gateway is stopping' });
+      };
+      deps.live?.add(endNow);
 
       const fail = (err: unknown) => {
         if (stall) clearTimeout(stall);

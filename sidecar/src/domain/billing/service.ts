@@ -30,7 +30,8 @@ export type AdmitResult = { ok: true; admitted: Admitted } | { ok: false; error:
 /** How an exchange ended, as far as billing is concerned. */
 export interface Finished {
   readonly principal: Principal;
-  readonly ctx: InferenceContext;
+  /** null: the request never got as far as a priced body (its hold is released). */
+  readonly ctx: InferenceContext | null;
   readonly requestId: string;
   /** null: nothing was delivered and no usage is known (release the hold). */
   readonly usage: Usage | null;
@@ -41,7 +42,11 @@ export class Billing {
   private readonly prices: Readonly<Record<string, Price>>;
   private retrying = false;
   /** Holds this process placed that no response processing has claimed yet. */
-  private readonly unclaimed = new Map<string, NodeJS.Timeout>();
+  private readonly unclaimed = new Map<string, { readonly tenantId: string; readonly timer: NodeJS.Timeout }>();
+  /** Holds this process keeps alive (request id → tenant): their leases are renewed until settled or released. */
+  private readonly live = new Map<string, string>();
+  /** Settlements and releases under way (a stop waits for them). */
+  private readonly finishing = new Set<Promise<void>>();
 
   constructor(
     private readonly ledger: Ledger,
@@ -49,6 +54,8 @@ export class Billing {
     private readonly journal: SettlementJournal,
     private readonly events: BillingEvents,
     private readonly now: () => number = Date.now,
+    /** This instance, recorded with every hold it places or claims. */
+    private readonly owner: string = 'local',
   ) {
     this.prices = cfg.prices;
   }
@@ -84,6 +91,8 @@ export class Billing {
             }
           : null,
         holdTtlSeconds: this.cfg.holdTtlSeconds,
+        leaseSeconds: this.cfg.holdLeaseSeconds,
+        owner: this.owner,
         now,
       });
     } catch (err) {
@@ -96,7 +105,10 @@ export class Billing {
       throw err;
     }
     if (outcome.ok) {
-      if (!outcome.replay) this.releaseIfNeverClaimed(principal.tenantId, requestId);
+      if (!outcome.replay) {
+        this.live.set(requestId, principal.tenantId);
+        this.releaseIfNeverClaimed(principal.tenantId, requestId);
+      }
       return { ok: true, admitted: { held: worst.cost } };
     }
     switch (outcome.reason) {
@@ -123,34 +135,93 @@ export class Billing {
    * local and costs nothing; otherwise it is recorded in the store.
    */
   private releaseIfNeverClaimed(tenantId: string, requestId: string): void {
-    const timer = setTimeout(() => {
-      this.unclaimed.delete(requestId);
-      this.ledger.releaseUnclaimed(tenantId, requestId).catch(() => {
-        // The store is down: the hold expires and the reaper releases it.
-      });
-    }, this.cfg.claimGraceSeconds * 1000);
+    const timer = setTimeout(() => this.releaseUnclaimed(requestId), this.cfg.claimGraceSeconds * 1000);
     timer.unref();
-    this.unclaimed.set(requestId, timer);
+    this.unclaimed.set(requestId, { tenantId, timer });
+  }
+
+  private releaseUnclaimed(requestId: string): Promise<void> {
+    const u = this.unclaimed.get(requestId);
+    if (!u) return Promise.resolve();
+    clearTimeout(u.timer);
+    this.unclaimed.delete(requestId);
+    // Claimed elsewhere (another instance's ext_proc), that instance keeps the lease from now on.
+    this.live.delete(requestId);
+    return this.ledger.releaseUnclaimed(u.tenantId, requestId).then(
+      () => undefined,
+      () => {
+        // The store is down: the lease runs out and a reaper releases the hold.
+      },
+    );
   }
 
   /** The response processing has taken this request over (it will settle or release it). */
   claim(tenantId: string, requestId: string): void {
     const local = this.unclaimed.get(requestId);
     if (local) {
-      clearTimeout(local);
+      clearTimeout(local.timer);
       this.unclaimed.delete(requestId);
       return;
     }
-    this.ledger.claim(tenantId, requestId).catch((err: unknown) => this.events.failed('claim', err));
+    this.live.set(requestId, tenantId);
+    this.ledger.claim(tenantId, requestId, this.owner).catch((err: unknown) => this.events.failed('claim', err));
   }
 
   /** Settles or releases; never throws (a failed write is journaled and retried). */
-  async finish(f: Finished): Promise<void> {
+  finish(f: Finished): Promise<void> {
+    const done = this.settleOrRelease(f).finally(() => {
+      this.live.delete(f.requestId);
+      this.finishing.delete(done);
+    });
+    this.finishing.add(done);
+    return done;
+  }
+
+  /** Holds this process keeps alive right now, and settlements under way (a stop waits for both to reach 0). */
+  get inFlight(): { readonly holds: number; readonly unclaimed: number; readonly finishing: number } {
+    return { holds: this.live.size, unclaimed: this.unclaimed.size, finishing: this.finishing.size };
+  }
+
+  /** Resolves when every settlement or release under way has been written (or journaled). */
+  async settled(): Promise<void> {
+    while (this.finishing.size) await Promise.all([...this.finishing]);
+  }
+
+  /** A stop: holds no response processing claimed are released now instead of after the grace period. */
+  async releaseAllUnclaimed(): Promise<void> {
+    await Promise.all([...this.unclaimed.keys()].map((rid) => this.releaseUnclaimed(rid)));
+  }
+
+  /**
+   * Renews the lease of every hold this process keeps alive (one script per
+   * tenant). A renewal that fails (the store is down) is tried again next time;
+   * if the store stays away longer than the lease, the hold may be reaped and the
+   * settlement is then taken from the available balance (see Ledger.settle).
+   */
+  async renewLeases(): Promise<number> {
+    const byTenant = new Map<string, string[]>();
+    for (const [rid, tenant] of this.live) {
+      const list = byTenant.get(tenant);
+      if (list) list.push(rid);
+      else byTenant.set(tenant, [rid]);
+    }
+    let n = 0;
+    for (const [tenant, rids] of byTenant) {
+      try {
+        n += await this.ledger.renewLeases(tenant, rids, this.now(), this.cfg.holdLeaseSeconds);
+      } catch (err) {
+        this.events.failed('renew', err);
+      }
+    }
+    return n;
+  }
+
+  private async settleOrRelease(f: Finished): Promise<void> {
     const release: PendingOp = { op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId };
-    if (!f.usage) return this.apply(release);
+    if (!f.usage || !f.ctx) return this.apply(release);
     let input: SettleInput;
     try {
-      input = this.settleInput(f, f.usage);
+      input = this.settleInput(f, f.ctx, f.usage);
     } catch (err) {
       // Not a figure the ledger could ever take: record the failure, free the hold.
       this.events.failed('settle', err);
@@ -159,11 +230,11 @@ export class Billing {
     await this.apply({ op: 'settle', input });
   }
 
-  private settleInput(f: Finished, usage: Usage): SettleInput {
+  private settleInput(f: Finished, ctx: InferenceContext, usage: Usage): SettleInput {
     return {
       tenantId: f.principal.tenantId,
       requestId: f.requestId,
-      charge: costOf(this.priceOf(f.ctx), usage, f.ctx.requestCount),
+      charge: costOf(this.priceOf(ctx), usage, ctx.requestCount),
       creditCheck: this.cfg.creditCheck,
       period: periodOf(f.startedAt),
       day: dayOf(f.startedAt),
@@ -172,12 +243,12 @@ export class Billing {
         time: new Date(f.startedAt).toISOString(),
         tenantId: f.principal.tenantId,
         keyId: f.principal.keyId,
-        alias: f.ctx.resolved.alias,
-        internalModel: f.ctx.resolved.internalModel,
+        alias: ctx.resolved.alias,
+        internalModel: ctx.resolved.internalModel,
         promptTokens: usage.promptTokens,
         completionTokens: usage.completionTokens,
         totalTokens: usage.totalTokens,
-        requestCount: f.ctx.requestCount,
+        requestCount: ctx.requestCount,
         requestId: f.requestId,
         estimated: usage.estimated,
       },
@@ -238,7 +309,7 @@ export class Billing {
     }
   }
 
-  /** Releases holds whose time ran out (left by a crashed process). */
+  /** Releases holds whose lease ran out (their owner died) or whose ttl passed. */
   async reap(): Promise<number> {
     let n = 0;
     for (const tenant of await this.ledger.tenantsWithHolds()) n += await this.ledger.reapExpired(tenant, this.now());

@@ -1,6 +1,6 @@
 import { isObject, tryParseJson } from '../../util/json.js';
 import { cleanMessage } from '../chat-response.js';
-import { Errors, envelope, gatewayError } from '../errors.js';
+import { Errors, envelope, gatewayError, type ErrorEntry } from '../errors.js';
 import type { InferenceContext } from '../request-context.js';
 import { svcBlock } from '../svc-block.js';
 import { estimatedUsage, readUsage, usageJson, type Usage } from '../usage.js';
@@ -171,11 +171,11 @@ export class ChatStreamRewriter {
     });
   }
 
-  /** The provider failed mid-stream: one error event in the envelope, then the end. */
-  fail(): string {
+  /** The provider failed mid-stream (or the gateway is stopping): one error event in the envelope, then the end. */
+  fail(reason: ErrorEntry = Errors.upstreamError): string {
     if (this.closed) return '';
     this.closed = true;
     this.failed = true;
-    return frame(envelope(gatewayError(Errors.upstreamError), this.requestId));
+    return frame(envelope(gatewayError(reason), this.requestId));
   }
 }
