@@ -5,6 +5,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
  * only when something fails, or echoed live), readiness by a predicate on
  * its output lines, SIGINT then SIGKILL (after a grace period) on stop.
  */
+/** Children still running: killed if the launcher exits without stopping them. */
+const live = new Set<ChildProcess>();
+let exitHook = false;
+function installExitHook(): void {
+  if (exitHook) return;
+  exitHook = true;
+  process.once('exit', () => {
+    for (const child of live) child.kill('SIGKILL');
+  });
+}
+
 export class ManagedProcess {
   readonly lines: string[] = [];
   private child!: ChildProcess;
@@ -36,7 +47,13 @@ export class ManagedProcess {
 
   private launch(): void {
     const { name, opts } = this;
-    this.child = spawn(this.cmd, this.args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group: a terminal's Ctrl-C reaches only the launcher, which then
+    // stops the children in order (Envoy's listeners drain while the sidecar drains).
+    this.child = spawn(this.cmd, this.args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = this.child;
+    live.add(child);
+    child.once('exit', () => live.delete(child));
+    installExitHook();
     const keep = opts.keep ?? 2000;
     const keepLine = (line: string) => {
       if (!line) return;
