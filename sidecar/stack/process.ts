@@ -8,11 +8,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 /** Children still running: killed if the launcher exits without stopping them. */
 const live = new Set<ChildProcess>();
 let exitHook = false;
-function installExitHook(): void {
+
+/** Kills `child` (SIGKILL) if this process exits while it still runs: children outlive a launcher otherwise. */
+export function killOnExit(child: ChildProcess): void {
+  live.add(child);
+  child.once('exit', () => live.delete(child));
   if (exitHook) return;
   exitHook = true;
   process.once('exit', () => {
-    for (const child of live) child.kill('SIGKILL');
+    for (const c of live) c.kill('SIGKILL');
   });
 }
 
@@ -50,10 +54,7 @@ export class ManagedProcess {
     // Its own process group: a terminal's Ctrl-C reaches only the launcher, which then
     // stops the children in order (Envoy's listeners drain while the sidecar drains).
     this.child = spawn(this.cmd, this.args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    const child = this.child;
-    live.add(child);
-    child.once('exit', () => live.delete(child));
-    installExitHook();
+    killOnExit(this.child);
     const keep = opts.keep ?? 2000;
     const keepLine = (line: string) => {
       if (!line) return;

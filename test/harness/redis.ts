@@ -12,6 +12,7 @@ import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freePort } from './ports.js';
+import { killOnExit } from '../../sidecar/stack/process.js';
 
 export interface RedisServer {
   readonly url: string;
@@ -31,17 +32,6 @@ export interface RedisServer {
 const START_TIMEOUT_MS = 10_000;
 const START_ATTEMPTS = 5;
 
-const live = new Set<ChildProcess>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  // Children outlive a crashed test process unless killed explicitly.
-  process.once('exit', () => {
-    for (const child of live) child.kill('SIGKILL');
-  });
-}
 
 function findRedisServer(): string {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
@@ -101,8 +91,7 @@ class Instance {
     };
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
-    live.add(child);
-    child.once('exit', () => live.delete(child));
+    killOnExit(child);
   }
   text(): string {
     return this.output.join('').trim();
@@ -143,7 +132,6 @@ async function waitReady(instance: Instance, port: number): Promise<void> {
 
 export async function startRedis(): Promise<RedisServer> {
   const bin = findRedisServer();
-  installExitHook();
   const dir = mkdtempSync(join(tmpdir(), 'store-test-redis-'));
 
   let port = 0;
