@@ -44,13 +44,15 @@ export interface GatewayOptions {
   readonly nodeArgs?: Readonly<Record<string, readonly string[]>>;
   /** Use this Redis (another gateway's) instead of starting one: several instances on one store. */
   readonly redisUrl?: string;
+  /** The started redis-server keeps its data across restarts (append-only file). */
+  readonly redisPersistent?: boolean;
 }
 
 
 
 export async function startGateway(opts: GatewayOptions = {}): Promise<TestGateway> {
   const envoyBin = requireEnvoy();
-  const redis = opts.store === 'redis' && !opts.redisUrl ? await startRedis() : null;
+  const redis = opts.store === 'redis' && !opts.redisUrl ? await startRedis({ persistent: opts.redisPersistent }) : null;
   const redisUrl = opts.redisUrl ?? redis?.url;
   const [gateway, envoyAdmin, admin, simulator, account] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const runDir = mkdtempSync(join(tmpdir(), 'gw-test-'));

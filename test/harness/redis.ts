@@ -3,7 +3,8 @@
  *
  * Never touches a shared Redis (e.g. the one on 6379): each server gets its
  * own free port, binds 127.0.0.1 only, persists nothing (`--save ""`,
- * `--appendonly no`) and runs in its own temporary directory. If redis-server
+ * `--appendonly no`; or, asked to be persistent, an append-only file synced
+ * on every write) and runs in its own temporary directory. If redis-server
  * is not on PATH, startRedis() throws — tests needing Redis never skip.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -25,7 +26,7 @@ export interface RedisServer {
   resume(): Promise<void>;
   /** SIGKILL: connections drop, new ones are refused. */
   kill(): Promise<void>;
-  /** Kills the current process if any, then starts a fresh one (empty) on the same port. */
+  /** Kills the current process if any, then starts a fresh one on the same port (empty unless persistent). */
   restart(): Promise<void>;
 }
 
@@ -98,14 +99,15 @@ class Instance {
   }
 }
 
-function spawnRedis(bin: string, port: number, dir: string): Instance {
+function spawnRedis(bin: string, port: number, dir: string, persistent: boolean): Instance {
   const child = spawn(
     bin,
     [
       '--port', String(port),
       '--bind', '127.0.0.1',
       '--save', '',
-      '--appendonly', 'no',
+      // Persistent: every write in the append-only file before it is acknowledged (survives kill -9).
+      ...(persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']),
       '--daemonize', 'no',
       '--dir', dir,
     ],
@@ -130,7 +132,8 @@ async function waitReady(instance: Instance, port: number): Promise<void> {
   throw new Error(`redis-server on port ${port} did not answer PING within ${START_TIMEOUT_MS} ms:\n${instance.text()}`);
 }
 
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(opts: { persistent?: boolean } = {}): Promise<RedisServer> {
+  const persistent = opts.persistent ?? false;
   const bin = findRedisServer();
   const dir = mkdtempSync(join(tmpdir(), 'store-test-redis-'));
 
@@ -138,7 +141,7 @@ export async function startRedis(): Promise<RedisServer> {
   let current: Instance | null = null;
   for (let attempt = 1; current === null; attempt++) {
     port = await freePort();
-    const instance = spawnRedis(bin, port, dir);
+    const instance = spawnRedis(bin, port, dir, persistent);
     try {
       await waitReady(instance, port);
       current = instance;
@@ -199,7 +202,7 @@ export async function startRedis(): Promise<RedisServer> {
       await signalAndWait('SIGKILL');
       paused = false;
       mkdirSync(dir, { recursive: true }); // in case stop() removed it
-      const next = spawnRedis(bin, port, dir);
+      const next = spawnRedis(bin, port, dir, persistent);
       instance = next;
       await waitReady(next, port);
     },
