@@ -30,6 +30,8 @@ export interface Mode {
   readonly scenarioTimeoutMs: number;
   readonly slowReaders: number;
   readonly slowReaderHoldMs: number;
+  /** Tokens of each unread stream (~150 bytes each): far more than a bounded buffer may hold. */
+  readonly slowReaderTokens: number;
   readonly floodUploads: number;
   readonly floodBytes: number;
   /** Run the scenarios that wait on the edge limits of issue 9 items 3-4. */
@@ -45,6 +47,7 @@ export const SHORT: Mode = {
   scenarioTimeoutMs: 90_000,
   slowReaders: 10,
   slowReaderHoldMs: 5_000,
+  slowReaderTokens: 50_000,
   floodUploads: 6,
   floodBytes: 8 * MiB,
   edge: false,
@@ -59,6 +62,7 @@ export const LONG: Mode = {
   scenarioTimeoutMs: 240_000,
   slowReaders: 20,
   slowReaderHoldMs: 15_000,
+  slowReaderTokens: 100_000,
   floodUploads: 12,
   floodBytes: 31 * 1000 * 1000,
   edge: true,
@@ -99,8 +103,14 @@ async function until(what: string, ok: () => boolean, timeoutMs: number): Promis
 /** The fault strikes once a quarter of the traffic is done (requests of every kind in flight). */
 const midTraffic = (ctx: Ctx) => until('traffic under way', () => ctx.traffic.finished() >= ctx.mode.requests / 4, 60_000);
 
-async function restart(gw: TestGateway, name: string): Promise<void> {
-  const p = gw.stack.process(name);
+/** Mid-traffic: `signal` to one of the stack's processes, wait for its exit, then start it again. */
+async function signalAndRestart(ctx: Ctx, name: string, signal: NodeJS.Signals, check?: (lines: readonly string[]) => void): Promise<void> {
+  await midTraffic(ctx);
+  const p = ctx.gw.stack.process(name);
+  p.signal(signal);
+  await p.exitedNow();
+  check?.(p.lines);
+  await sleep(250);
   await p.restart();
   await p.waitForLine(listeningLine, 20_000);
 }
@@ -110,25 +120,12 @@ const EDGE = 'issue 9 items 3-4 (edge limits: unauthenticated bodies, slow reade
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'sidecar SIGTERM, then started again',
-    async fault(ctx) {
-      await midTraffic(ctx);
-      const sidecar = ctx.gw.stack.process('sidecar');
-      sidecar.signal('SIGTERM');
-      await sidecar.exitedNow();
-      if (!sidecar.lines.some((l) => l.includes('drained; closing the store connections'))) ctx.problems.push('the sidecar did not log its drain');
-      await restart(ctx.gw, 'sidecar');
-    },
+    fault: (ctx) =>
+      signalAndRestart(ctx, 'sidecar', 'SIGTERM', (lines) => {
+        if (!lines.some((l) => l.includes('drained; closing the store connections'))) ctx.problems.push('the sidecar did not log its drain');
+      }),
   },
-  {
-    name: 'sidecar kill -9, then started again',
-    async fault(ctx) {
-      await midTraffic(ctx);
-      const sidecar = ctx.gw.stack.process('sidecar');
-      sidecar.signal('SIGKILL');
-      await sidecar.exitedNow();
-      await restart(ctx.gw, 'sidecar');
-    },
-  },
+  { name: 'sidecar kill -9, then started again', fault: (ctx) => signalAndRestart(ctx, 'sidecar', 'SIGKILL') },
   {
     name: 'Redis stopped and restarted',
     async fault(ctx) {
@@ -139,23 +136,13 @@ export const SCENARIOS: readonly Scenario[] = [
       await redis.restart();
     },
   },
-  {
-    name: 'provider killed mid-stream',
-    async fault(ctx) {
-      await midTraffic(ctx);
-      const sim = ctx.gw.stack.process('simulator');
-      sim.signal('SIGKILL');
-      await sim.exitedNow();
-      await sleep(500);
-      await restart(ctx.gw, 'simulator');
-    },
-  },
+  { name: 'provider killed mid-stream', fault: (ctx) => signalAndRestart(ctx, 'simulator', 'SIGKILL') },
   {
     name: 'slow readers hold streams unread',
     awaits: EDGE,
     async fault(ctx) {
       const peak = sampleMemory(ctx.gw);
-      const readers = Array.from({ length: ctx.mode.slowReaders }, () => slowReader(ctx.gw, ctx.key, 4000));
+      const readers = Array.from({ length: ctx.mode.slowReaders }, () => slowReader(ctx.gw, ctx.key, ctx.mode.slowReaderTokens));
       await Promise.all(readers.map((r) => r.started));
       await sleep(ctx.mode.slowReaderHoldMs);
       const p = await peak.stop();
