@@ -81,7 +81,7 @@ export function mixedTraffic(base: string, key: string, total: number, connectio
       const o = await one(base, key, kind, i);
       out.push(o);
       // Like a client that backs off: an outage does not use up the traffic, which resumes after it.
-      if (!o.completed && kind !== 'provider-error' && kind !== 'midstream-error' && kind !== 'abort') await new Promise((r) => setTimeout(r, 250));
+      if (!o.completed && kind !== 'provider-error' && kind !== 'midstream-error' && kind !== 'abort') await new Promise((r) => setTimeout(r, 1000));
     }
   };
   const done = Promise.all(Array.from({ length: connections }, worker)).then(() => out);

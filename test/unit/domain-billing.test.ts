@@ -57,6 +57,61 @@ describe('Billing', () => {
     expect((await ledger.account('ten_1', '2026-11')).held).toBe(held);
   });
 
+  it('a live exchange renews its hold; a dead instance\'s hold is released by another instance once its lease ran out', async () => {
+    const ledger = createMemoryLedger();
+    let t = Date.now();
+    const clock = () => t;
+    await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', t);
+    const live = new Billing(ledger, cfg.billing, journal(), quiet, clock, 'inst-live');
+    const dead = new Billing(ledger, cfg.billing, journal(), quiet, clock, 'inst-dead');
+    expect((await live.admit(principal, ctxOf('a'), 'req-live')).ok).toBe(true);
+    expect((await dead.admit(principal, ctxOf('b'), 'req-dead')).ok).toBe(true);
+    live.claim('ten_1', 'req-live');
+    dead.claim('ten_1', 'req-dead');
+    const both = (await ledger.account('ten_1', '2026-11')).held;
+    // `dead` never renews again (its process is gone); `live` renews every third of the lease for 6 leases.
+    const step = (cfg.billing.holdLeaseSeconds * 1000) / 3;
+    for (let i = 0; i < 18; i++) {
+      t += step;
+      await live.renewLeases();
+      await live.reap();
+    }
+    expect((await ledger.account('ten_1', '2026-11')).held).toBe(both / 2);
+    expect(live.inFlight).toEqual({ holds: 1, unclaimed: 0, finishing: 0 });
+    await live.finish({ principal, ctx: ctxOf('a'), requestId: 'req-live', usage: { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false }, startedAt: t });
+    expect(live.inFlight).toEqual({ holds: 0, unclaimed: 0, finishing: 0 });
+    expect(await live.renewLeases()).toBe(0);
+    const a = await ledger.account('ten_1', '2026-11');
+    expect(a.held).toBe(0);
+    expect(a.balance).toBeLessThan(1_000_000);
+  });
+
+  it('a stop releases at once the holds no response processing claimed, and waits for settlements under way', async () => {
+    const ledger = createMemoryLedger();
+    await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    await billing.admit(principal, ctxOf('a'), 'req-never-claimed');
+    await billing.admit(principal, ctxOf('b'), 'req-settling');
+    billing.claim('ten_1', 'req-settling');
+    expect(billing.inFlight).toEqual({ holds: 2, unclaimed: 1, finishing: 0 });
+    void billing.finish({ principal, ctx: ctxOf('b'), requestId: 'req-settling', usage: null, startedAt: Date.now() });
+    expect(billing.inFlight.finishing).toBe(1);
+    await billing.releaseAllUnclaimed();
+    await billing.settled();
+    expect(billing.inFlight).toEqual({ holds: 0, unclaimed: 0, finishing: 0 });
+    expect((await ledger.account('ten_1', '2026-11')).held).toBe(0);
+  });
+
+  it('a hold whose request never got a priced body (no context) is released, not left', async () => {
+    const ledger = createMemoryLedger();
+    await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    await billing.admit(principal, ctxOf('a'), 'req-no-ctx');
+    billing.claim('ten_1', 'req-no-ctx');
+    await billing.finish({ principal, ctx: null, requestId: 'req-no-ctx', usage: null, startedAt: Date.now() });
+    expect((await ledger.account('ten_1', '2026-11')).held).toBe(0);
+  });
+
   it('402 with the top-up URL when the balance cannot cover the worst case; nothing held', async () => {
     const ledger = createMemoryLedger();
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);

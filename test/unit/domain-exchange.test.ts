@@ -4,6 +4,7 @@ import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import type { Principal } from '../../sidecar/src/domain/auth/principal.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { Errors } from '../../sidecar/src/domain/errors.js';
 import { type Action, Exchange, type ExchangeDeps } from '../../sidecar/src/domain/exchange.js';
 
 const cfg = parseConfig(defaultConfig('svc'));
@@ -196,6 +197,24 @@ describe('responses', () => {
     const s = x.summary();
     expect(s).toMatchObject({ outcome: 'upstream_error', usage: { estimated: true } });
     expect(s.billable?.completionTokens).toBeGreaterThan(0); // what was delivered is billed
+  });
+
+  it('a stop\'s drain deadline ends a stream: mid-stream one service_unavailable error event, charged for what was delivered; before the first event a 503 that costs nothing', () => {
+    const { x } = admittedChat({ stream: true });
+    x.responseHeaders(200, [':status'], 'text/event-stream');
+    x.responseBody(Buffer.from(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'partial answer' } }] })}\n\n`), false);
+    const cut = x.endStreamNow(Errors.restarting);
+    expect(cut.kind === 'continue' && cut.streamed).toEqual({ endOfStream: true });
+    expect(body(cut)).not.toContain('[DONE]');
+    expect(JSON.parse(body(cut).slice(6)).error).toMatchObject({ code: 'service_unavailable', type: 'api_error', request_id: 'req-1' });
+    const s = x.summary();
+    expect(s).toMatchObject({ outcome: 'upstream_error', errorCode: 'service_unavailable' });
+    expect(s.billable?.completionTokens).toBeGreaterThan(0);
+
+    const early = admittedChat({ stream: true }).x;
+    early.responseHeaders(200, [':status'], 'text/event-stream');
+    expect(early.endStreamNow(Errors.restarting)).toMatchObject({ kind: 'reply', status: 503, headers: { 'Retry-After': '1' } });
+    expect(early.summary()).toMatchObject({ status: 503, billable: null });
   });
 
   it('until the first event the answer is not committed: headers wait, and a stall is a clean 502 that costs nothing', () => {
