@@ -81,6 +81,8 @@ interface Ctx {
   readonly baseline: Memory;
   /** Problems found while the fault was on (e.g. memory pinned by a flood). */
   readonly problems: string[];
+  /** When the fault struck (for the time until nothing is held). */
+  struckAt: number;
 }
 
 export interface Scenario {
@@ -101,7 +103,10 @@ async function until(what: string, ok: () => boolean, timeoutMs: number): Promis
 }
 
 /** The fault strikes once a quarter of the traffic is done (requests of every kind in flight). */
-const midTraffic = (ctx: Ctx) => until('traffic under way', () => ctx.traffic.finished() >= ctx.mode.requests / 4, 60_000);
+const midTraffic = async (ctx: Ctx) => {
+  await until('traffic under way', () => ctx.traffic.finished() >= ctx.mode.requests / 4, 60_000);
+  ctx.struckAt = Date.now();
+};
 
 /** Mid-traffic: `signal` to one of the stack's processes, wait for its exit, then start it again. */
 async function signalAndRestart(ctx: Ctx, name: string, signal: NodeJS.Signals, check?: (lines: readonly string[]) => void): Promise<void> {
@@ -202,7 +207,7 @@ async function runScenario(gw: TestGateway, mode: Mode, s: Scenario, baseline: M
   const { key } = await gw.admin.createKey(t.id, { scopes: ['ai'] });
   await gw.admin.adjustCredits(t.id, GRANT, `faults-${t.id}`, 'fault suite');
   const traffic = mixedTraffic(gw.base, key, mode.requests, mode.connections);
-  const ctx: Ctx = { gw, mode, key, traffic, baseline, problems };
+  const ctx: Ctx = { gw, mode, key, traffic, baseline, problems, struckAt: Date.now() };
   let outcomes: Outcome[] = [];
   let summary = '';
   const body = async () => {
@@ -217,8 +222,10 @@ async function runScenario(gw: TestGateway, mode: Mode, s: Scenario, baseline: M
     if (serves) problems.push(`does not serve again: ${serves}`);
     // Documented bound: a dead owner's holds go within 1.5 × the lease; journaled settlements within 2 s of Redis being back.
     const boundMs = 1.5 * mode.leaseSeconds * 1000 + 5_000;
+    let heldZero = '';
     try {
       await untilNothingHeld(gw.admin, t.id, boundMs);
+      heldZero = `nothing held ${((Date.now() - ctx.struckAt) / 1000).toFixed(1)} s after the fault`;
     } catch (err) {
       problems.push((err as Error).message);
     }
@@ -230,7 +237,7 @@ async function runScenario(gw: TestGateway, mode: Mode, s: Scenario, baseline: M
     if (m.envoy > baseline.envoy + ENVOY_SLACK) problems.push(`Envoy memory ${mb(m.envoy)} vs baseline ${mb(baseline.envoy)}`);
     if (m.sidecar > baseline.sidecar + SIDECAR_SLACK) problems.push(`sidecar memory ${mb(m.sidecar)} vs baseline ${mb(baseline.sidecar)}`);
     const completed = outcomes.filter((o) => o.completed).length;
-    summary = `${outcomes.length} requests, ${completed} completed; ${money.detail}; Envoy ${mb(m.envoy)}, sidecar ${mb(m.sidecar)}`;
+    summary = `${outcomes.length} requests, ${completed} completed; ${money.detail}; ${heldZero}; Envoy ${mb(m.envoy)}, sidecar ${mb(m.sidecar)}`;
   };
   let timer: NodeJS.Timeout | undefined;
   try {
