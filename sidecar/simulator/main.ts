@@ -4,17 +4,22 @@
  *   tsx sidecar/simulator/main.ts --port 0 --host 127.0.0.1 [--latency-ms N]
  *     [--chunk-delay-ms N] [--dims 3584] [--reasoning-models m1,m2]
  *     [--models m1,m2] [--completion-tokens 16] [--reasoning-tokens 24]
- *     [--api-key KEY] [--log]
+ *     [--api-key KEY] [--log] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+ *
+ * With --tls-cert and --tls-key it serves HTTPS; --tls-client-ca also requires
+ * a client certificate issued by that CA (mutual TLS).
  *
  * Prints one JSON line `{"event":"listening","port":N}` to stdout when ready;
  * exits cleanly on SIGINT/SIGTERM.
  */
 import { parseArgs } from 'node:util';
-import { createSimulator } from './server.js';
+import { readFileSync } from 'node:fs';
+import { createSimulator, type SimulatorTls } from './server.js';
 
 const USAGE =
   'usage: main.ts [--port N] [--host H] [--latency-ms N] [--chunk-delay-ms N] [--dims N] ' +
-  '[--reasoning-models a,b] [--models a,b] [--completion-tokens N] [--reasoning-tokens N] [--api-key KEY] [--log]';
+  '[--reasoning-models a,b] [--models a,b] [--completion-tokens N] [--reasoning-tokens N] [--api-key KEY] [--log] ' +
+  '[--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]';
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n${USAGE}\n`);
@@ -29,6 +34,23 @@ function int(name: string, value: string | undefined): number | undefined {
 
 function list(value: string | undefined): string[] | undefined {
   return value === undefined ? undefined : value.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+function pem(flag: string, file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    fail(`--${flag}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+}
+
+function tlsFiles(cert: string | undefined, key: string | undefined, clientCa: string | undefined): SimulatorTls | null {
+  if (cert === undefined && key === undefined) {
+    if (clientCa !== undefined) fail('--tls-client-ca needs --tls-cert and --tls-key');
+    return null;
+  }
+  if (cert === undefined || key === undefined) fail('--tls-cert and --tls-key go together');
+  return { cert: pem('tls-cert', cert), key: pem('tls-key', key), clientCa: clientCa === undefined ? null : pem('tls-client-ca', clientCa) };
 }
 
 async function main(): Promise<void> {
@@ -47,6 +69,9 @@ async function main(): Promise<void> {
         'reasoning-tokens': { type: 'string' },
         'api-key': { type: 'string' },
         log: { type: 'boolean', default: false },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
+        'tls-client-ca': { type: 'string' },
         help: { type: 'boolean', default: false },
       },
       strict: true,
@@ -70,6 +95,7 @@ async function main(): Promise<void> {
       reasoningTokens: int('reasoning-tokens', values['reasoning-tokens']),
       apiKey: values['api-key'] ?? null,
       logger: values.log,
+      tls: tlsFiles(values['tls-cert'], values['tls-key'], values['tls-client-ca']),
     });
   } catch (err) {
     fail((err as Error).message);

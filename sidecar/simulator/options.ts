@@ -22,6 +22,15 @@ export interface SimulatorOptions {
   readonly reasoningTokens?: number;
   /** Per-request logging through Fastify's pino logger (default off). */
   readonly logger?: boolean;
+  /** Serve HTTPS with this certificate (PEM); optionally require client certificates from `clientCa`. */
+  readonly tls?: SimulatorTls | null;
+}
+
+export interface SimulatorTls {
+  readonly cert: string | Buffer;
+  readonly key: string | Buffer;
+  /** When set, a client certificate issued by this CA (PEM) is required (mutual TLS). */
+  readonly clientCa?: string | Buffer | null;
 }
 
 export interface ResolvedOptions {

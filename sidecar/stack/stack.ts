@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { Config } from '../src/config/schema.js';
@@ -75,8 +75,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 
   try {
     const upstream = new URL(cfg.upstream.baseUrl);
+    requireUpstreamTlsFiles(cfg);
     if (opts.simulator) {
-      const sim = spawnTs('simulator', 'sidecar/simulator/main.ts', ['--host', upstream.hostname, '--port', upstream.port || '80', ...(opts.simulatorArgs ?? [])]);
+      // "localhost": Envoy resolves it to 127.0.0.1 (V4_PREFERRED), so the simulator listens there.
+      const simHost = upstream.hostname === 'localhost' ? '127.0.0.1' : upstream.hostname;
+      const simPort = upstream.port || (upstream.protocol === 'https:' ? '443' : '80');
+      const sim = spawnTs('simulator', 'sidecar/simulator/main.ts', ['--host', simHost, '--port', simPort, ...(opts.simulatorArgs ?? [])]);
       await sim.waitForLine(listeningLine, 20_000);
     }
     const account = new URL(cfg.accountService.url);
@@ -125,6 +129,28 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   } catch (err) {
     await stopAll();
     throw err;
+  }
+}
+
+/**
+ * Envoy reads the provider's TLS files itself and, when one is missing, fails
+ * with a message about its bootstrap; say which setting names a missing file instead.
+ */
+function requireUpstreamTlsFiles(cfg: Config): void {
+  if (!cfg.upstream.baseUrl.startsWith('https:')) return;
+  const t = cfg.upstream.tls;
+  const files: Array<[string, string | null]> = [
+    [t.customCaFile ? 'customCaFile' : 'caBundleFile', t.customCaFile ?? t.caBundleFile],
+    ['clientCertFile', t.clientCertFile],
+    ['clientKeyFile', t.clientKeyFile],
+  ];
+  for (const [key, file] of files) {
+    if (file === null) continue;
+    try {
+      accessSync(file, constants.R_OK);
+    } catch {
+      throw new Error(`upstream.tls.${key}: cannot read ${file}`);
+    }
   }
 }
 

@@ -8,6 +8,7 @@ import { REPO_ROOT } from './paths.js';
 import { startStack, withPorts } from './stack.js';
 import { AdminClient } from '../cli/admin-client.js';
 import { ensureDevIdentity } from './dev-idp.js';
+import { createDevSimulatorCerts } from './dev-ca.js';
 
 /**
  * `npm start`: the whole local stack on embedded defaults (or GATEWAY_CONFIG),
@@ -25,12 +26,15 @@ async function main() {
   const simulator = process.env.START_SIMULATOR !== '0' && (local.hostname === '127.0.0.1' || local.hostname === 'localhost');
   const sock = `unix:${join(runDir, 'sidecar.sock')}`;
   let config = cfg.listen.sidecarGrpc === '127.0.0.1:50051' ? withSocket(cfg, sock) : cfg;
+  // SIMULATOR_TLS=1: the simulator serves HTTPS with a certificate of a fresh local CA, which Envoy verifies.
+  const simulatorTls = simulator && process.env.SIMULATOR_TLS === '1' ? httpsSimulator(config, join(runDir, 'dev-ca')) : null;
+  if (simulatorTls) config = simulatorTls.config;
   // Local development: trust a local identity provider so session tokens can be minted (`npm run cli -- session mint`).
   const devIdp = !cfg.identity.jwksFile && !cfg.identity.jwksUrl ? await ensureDevIdentity(join(runDir, 'dev-idp')) : null;
   if (devIdp) config = parseConfig({ ...config, identity: { ...config.identity, jwksFile: devIdp.jwksFile } });
 
   process.stdout.write(`Starting: ${simulator ? 'simulator, ' : ''}account service, sidecar (store: ${cfg.store.kind}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`);
-  const stack = await startStack({ config, envoyBin, runDir, simulator, echo: process.env.STACK_ECHO === '1' });
+  const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.args, echo: process.env.STACK_ECHO === '1' });
 
   const admin = new AdminClient(stack.adminUrl, stack.adminToken);
   const tenant = await admin.createTenant('development');
@@ -43,6 +47,7 @@ async function main() {
     [
       '',
       `Gateway:          ${base}`,
+      `Provider:         ${config.upstream.baseUrl}${simulatorTls ? `   (HTTPS, verified against the local CA ${simulatorTls.caFile})` : ''}`,
       `Development key:  ${key.key}   (tenant ${tenant.id}; shown once)`,
       `Credits:          ${credits / 1_000_000} ${cfg.billing.currency} granted (credit check ${cfg.billing.creditCheck ? 'on' : 'off'}; see GET /v1/usage)`,
       `Operator API:     ${stack.adminUrl} (token in .run/admin-token; use \`npm run cli -- help\`)`,
@@ -76,6 +81,18 @@ async function main() {
       void stop();
     }
   }, 500);
+}
+
+/** The upstream URL switched to https and the local CA trusted; the simulator's certificate arguments. */
+function httpsSimulator(cfg: Config, dir: string): { config: Config; args: string[]; caFile: string } {
+  const { ca, server } = createDevSimulatorCerts(dir);
+  const url = new URL(cfg.upstream.baseUrl);
+  url.protocol = 'https:';
+  const config = parseConfig({
+    ...cfg,
+    upstream: { ...cfg.upstream, baseUrl: url.toString().replace(/\/$/, ''), tls: { ...cfg.upstream.tls, customCaFile: ca.certFile } },
+  });
+  return { config, args: ['--tls-cert', server.certFile, '--tls-key', server.keyFile], caFile: ca.certFile };
 }
 
 function withSocket(cfg: Config, sock: string) {

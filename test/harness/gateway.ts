@@ -46,6 +46,8 @@ export interface GatewayOptions {
   readonly redisUrl?: string;
   /** The started redis-server keeps its data across restarts (append-only file). */
   readonly redisPersistent?: boolean;
+  /** false: start no simulator (the test runs its own at the upstream URL it configures). */
+  readonly simulator?: boolean;
 }
 
 
@@ -83,7 +85,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
       config,
       envoyBin,
       runDir,
-      simulator: true,
+      simulator: opts.simulator ?? true,
       simulatorArgs: ['--api-key', upstreamKey, ...(opts.simulatorArgs ?? [])],
       env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
       nodeArgs: opts.nodeArgs,

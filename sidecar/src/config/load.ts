@@ -57,7 +57,11 @@ function applyEnv(raw: Plain, env: Env, problems: string[]): void {
   str('LOG_LEVEL', ['log', 'level']);
   str('IDENTITY_JWKS_FILE', ['identity', 'jwksFile']);
   str('IDENTITY_JWKS_URL', ['identity', 'jwksUrl']);
-  if (env.REDIS_URL) setPath(raw, ['store'], { kind: 'redis', url: env.REDIS_URL });
+  if (env.REDIS_URL) {
+    // Switches to Redis; the file's other store settings (TLS, user, password source) stay.
+    setPath(raw, ['store', 'kind'], 'redis');
+    setPath(raw, ['store', 'url'], env.REDIS_URL);
+  }
 }
 
 function deepFreeze<T>(value: T): T {
@@ -108,12 +112,28 @@ export function parseConfig(raw: unknown, earlier: readonly string[] = []): Conf
   return deepFreeze(result.data);
 }
 
+/**
+ * A secret from a file (wins) or an environment variable, never from a
+ * command line; undefined if neither is set. `what` names the file setting
+ * in the error when the file cannot be read.
+ */
+export function readSecret(src: { file: string | null; env: string | null }, env: Env, what: string): string | undefined {
+  if (src.file) {
+    let text: string;
+    try {
+      text = readFileSync(src.file, 'utf8');
+    } catch (err) {
+      throw new Error(`${what}: cannot read ${src.file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+    return text.trim() || undefined;
+  }
+  if (src.env) return env[src.env]?.trim() || undefined;
+  return undefined;
+}
+
 /** The provider key: file wins over environment variable; undefined if neither is set. */
 export function readUpstreamKey(cfg: Config, env: Env = process.env): string | undefined {
-  const { apiKeyFile, apiKeyEnv } = cfg.upstream;
-  if (apiKeyFile) return readFileSync(apiKeyFile, 'utf8').trim() || undefined;
-  if (apiKeyEnv) return env[apiKeyEnv]?.trim() || undefined;
-  return undefined;
+  return readSecret({ file: cfg.upstream.apiKeyFile, env: cfg.upstream.apiKeyEnv }, env, 'upstream.apiKeyFile');
 }
 
 /** For process entry points: the configuration, or every problem on stderr and exit code 2. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_OUTBOUND_TLS, OutboundTlsSchema } from './outbound-tls.js';
 
 /**
  * The one configuration file of the gateway, validated once at start.
@@ -98,6 +99,8 @@ export const ConfigSchema = z
         connectTimeoutMs: z.number().int().positive().default(5000),
         /** No byte from the provider for this long ends the request (502). */
         idleTimeoutMs: z.number().int().positive().default(300_000),
+        /** How Envoy verifies an https:// provider (and presents a client certificate). */
+        tls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
       })
       .strict(),
     accountService: z
@@ -144,8 +147,14 @@ export const ConfigSchema = z
         clockToleranceSeconds: z.number().int().min(0).max(300).default(30),
         /** How often a JWKS URL is fetched again. */
         refreshSeconds: z.number().int().positive().default(300),
+        /** How an https:// JWKS URL is verified. */
+        tls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
       })
       .strict()
+      .refine((i) => i.jwksUrl === null || i.jwksUrl.startsWith('https:') || isLoopbackUrl(i.jwksUrl), {
+        message: 'must be https:// (plain http only on a loopback address)',
+        path: ['jwksUrl'],
+      })
       .default({
         jwksFile: null,
         jwksUrl: null,
@@ -154,6 +163,7 @@ export const ConfigSchema = z
         maxLifetimeSeconds: 3600,
         clockToleranceSeconds: 30,
         refreshSeconds: 300,
+        tls: DEFAULT_OUTBOUND_TLS,
       }),
     billing: BillingSchema,
     auth: z
@@ -166,7 +176,20 @@ export const ConfigSchema = z
     store: z
       .discriminatedUnion('kind', [
         z.object({ kind: z.literal('memory') }).strict(),
-        z.object({ kind: z.literal('redis'), url: z.string().regex(/^rediss?:\/\//, 'redis:// or rediss:// URL') }).strict(),
+        z
+          .object({
+            kind: z.literal('redis'),
+            url: z.string().regex(/^rediss?:\/\//, 'redis:// or rediss:// URL'),
+            /** ACL user; null: the default user (or the one in the URL). */
+            username: z.string().min(1).nullable().default(null),
+            /** File holding the Redis password (wins over passwordEnv). */
+            passwordFile: z.string().min(1).nullable().default(null),
+            /** Environment variable holding the Redis password. */
+            passwordEnv: z.string().min(1).nullable().default('REDIS_PASSWORD'),
+            /** How a rediss:// server is verified (and a client certificate presented). */
+            tls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
+          })
+          .strict(),
       ])
       .default({ kind: 'memory' }),
     log: z
@@ -175,6 +198,12 @@ export const ConfigSchema = z
       .default({ level: 'info' }),
   })
   .strict();
+
+/** http(s) URL whose host is a loopback address or localhost. */
+function isLoopbackUrl(url: string): boolean {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
 
 /**
  * Cross-field rules of the model families, checked on the raw input so they

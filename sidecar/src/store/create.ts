@@ -5,12 +5,13 @@ import { createMemoryLedger } from './memory-ledger.js';
 import { createMemoryStore } from './memory.js';
 import { createRedisLedger } from './redis-ledger.js';
 import { createRedisStore } from './redis.js';
+import { redisClientOptions } from './redis-client-options.js';
 
 /** The store and ledger the configuration asks for. */
 export function createStore(cfg: Config): Store {
-  return cfg.store.kind === 'redis' ? createRedisStore({ url: cfg.store.url, prefix: cfg.brand }) : createMemoryStore();
+  return cfg.store.kind === 'redis' ? createRedisStore({ url: cfg.store.url, prefix: cfg.brand, client: redisClientOptions(cfg.store) }) : createMemoryStore();
 }
 
 export function createLedger(cfg: Config): Ledger {
-  return cfg.store.kind === 'redis' ? createRedisLedger({ url: cfg.store.url, prefix: cfg.brand }) : createMemoryLedger();
+  return cfg.store.kind === 'redis' ? createRedisLedger({ url: cfg.store.url, prefix: cfg.brand, client: redisClientOptions(cfg.store) }) : createMemoryLedger();
 }

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import type { Config } from '../config/schema.js';
+import { redisClientOptions } from './redis-client-options.js';
 
 /**
  * "This key changed" messages between gateway instances (a revocation must
@@ -34,11 +35,12 @@ export function createKeyEvents(cfg: Config): KeyEvents {
   }
   const channel = `${cfg.brand}:keys:changed`;
   const retryStrategy = (n: number) => Math.min(50 * 2 ** n, 1000);
-  const pub = new Redis(cfg.store.url, { maxRetriesPerRequest: 1, retryStrategy });
+  const client = redisClientOptions(cfg.store);
+  const pub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: 1, retryStrategy });
   // The subscriber waits for Redis however long it takes (no per-command retry limit)
   // and subscribes again on every (re)connection: a SUBSCRIBE lost while Redis was
   // unreachable at start would otherwise leave this instance deaf to revocations.
-  const sub = new Redis(cfg.store.url, { maxRetriesPerRequest: null, retryStrategy });
+  const sub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: null, retryStrategy });
   pub.on('error', () => {});
   sub.on('error', () => {});
   const listeners: Array<(hash: string | null) => void> = [];

@@ -1,5 +1,6 @@
 import { Redis, ReplyError } from 'ioredis';
 import { StoreUnavailableError } from './contract.js';
+import type { RedisClientOptions } from './redis-client-options.js';
 
 /**
  * An ioredis connection with the store's failure policy (the key store and
@@ -53,8 +54,12 @@ export interface RedisConnection {
   close(): Promise<void>;
 }
 
-export function connectRedis(url: string, opts: { connectTimeoutMs: number; commandTimeoutMs: number }): RedisConnection {
+export function connectRedis(
+  url: string,
+  opts: { connectTimeoutMs: number; commandTimeoutMs: number; client?: RedisClientOptions | undefined },
+): RedisConnection {
   const client = new Redis(url, {
+    ...opts.client,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     autoResendUnfulfilledCommands: false,

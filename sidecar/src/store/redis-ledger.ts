@@ -35,6 +35,7 @@ import {
   type UsageDay,
   type UsageRecord,
 } from './ledger-contract.js';
+import type { RedisClientOptions } from './redis-client-options.js';
 import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import { checkAdjust, checkListing, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
@@ -222,12 +223,15 @@ export interface RedisLedgerOptions {
   readonly prefix: string;
   readonly connectTimeoutMs?: number;
   readonly commandTimeoutMs?: number;
+  /** ACL user, password and TLS (redisClientOptions). */
+  readonly client?: RedisClientOptions;
 }
 
 export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
   const { client, redis, close } = connectRedis(opts.url, {
     connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    client: opts.client,
   });
   const scripts = defineScripts(client);
   const p = opts.prefix;

@@ -67,6 +67,7 @@
  * Only while the very first connection attempt is in flight do calls wait for
  * it (at most connectTimeoutMs), so a store used right after creation works.
  */
+import type { RedisClientOptions } from './redis-client-options.js';
 import { connectRedis, positive, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 export { toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import {
@@ -98,6 +99,8 @@ export interface RedisStoreOptions {
   readonly connectTimeoutMs?: number;
   /** Per-command timeout. Default 1000 ms. */
   readonly commandTimeoutMs?: number;
+  /** ACL user, password and TLS (redisClientOptions). */
+  readonly client?: RedisClientOptions;
 }
 
 const REVOKE_ATTEMPTS = 16;
@@ -135,7 +138,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     tenants: `${p}:tenants`,
   };
 
-  const { client, redis, close } = connectRedis(opts.url, { connectTimeoutMs, commandTimeoutMs });
+  const { client, redis, close } = connectRedis(opts.url, { connectTimeoutMs, commandTimeoutMs, client: opts.client });
 
   function decode<T>(key: string, raw: string, check: (value: unknown) => T | string): T {
     let parsed: unknown;

@@ -36,6 +36,17 @@ export interface SessionVerifierOptions {
   readonly clockToleranceSeconds: number;
   readonly refreshSeconds: number;
   readonly fetchTimeoutMs?: number;
+  /**
+   * Fetches the JWKS URL (the adapter verifies https against identity.tls);
+   * default: the platform fetch, no redirects.
+   */
+  readonly fetchJson?: (url: string, timeoutMs: number) => Promise<unknown>;
+}
+
+async function platformFetchJson(url: string, timeoutMs: number): Promise<unknown> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'error' });
+  if (!res.ok) throw new Error(`JWKS HTTP ${res.status}`);
+  return res.json();
 }
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
@@ -105,9 +116,8 @@ export class SessionVerifier {
     this.inflight ??= (async () => {
       this.lastFetch = Date.now();
       try {
-        const res = await fetch(url, { signal: AbortSignal.timeout(this.opts.fetchTimeoutMs ?? 2000), redirect: 'error' });
-        if (!res.ok) throw new Error(`JWKS HTTP ${res.status}`);
-        this.load((await res.json()) as JSONWebKeySet);
+        const get = this.opts.fetchJson ?? platformFetchJson;
+        this.load((await get(url, this.opts.fetchTimeoutMs ?? 2000)) as JSONWebKeySet);
       } catch {
         this.state.last_refresh = new Date().toISOString();
         this.state.last_refresh_ok = false;

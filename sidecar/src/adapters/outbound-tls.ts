@@ -1,0 +1,96 @@
+import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls';
+import { expectedPeerName, trustedCaFile, type OutboundTls } from '../config/outbound-tls.js';
+
+/**
+ * Node's side of the outbound TLS settings (sidecar/src/config/outbound-tls.ts):
+ * connection options for node:tls / node:https / ioredis, with the files read
+ * once, when the connection is set up at start. Envoy's side of the same
+ * settings is rendered in sidecar/stack/envoy-config.ts.
+ *
+ * Usage, for any client that takes Node TLS options:
+ *
+ *   const tlsOptions = nodeTlsOptions(cfg.x.tls, new URL(cfg.x.url).hostname, 'x.tls');
+ *   https.request(url, { ...tlsOptions }) / new https.Agent(tlsOptions) / new Redis(url, { tls: tlsOptions })
+ */
+
+function readPem(file: string, what: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    throw new Error(`${what}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+}
+
+/**
+ * Connection options that verify the peer: its chain against the trusted CA
+ * file, its validity period, and its name (serverName, else `host`, as a DNS
+ * name or an IP address); a client certificate when configured. `where`
+ * names the setting in error messages (e.g. "identity.tls").
+ */
+export function nodeTlsOptions(tls: OutboundTls, host: string, where: string): ConnectionOptions {
+  const peer = expectedPeerName(tls, host);
+  return {
+    ca: readPem(trustedCaFile(tls), `${where}.${tls.customCaFile ? 'customCaFile' : 'caBundleFile'}`),
+    ...(tls.clientCertFile && tls.clientKeyFile
+      ? { cert: readPem(tls.clientCertFile, `${where}.clientCertFile`), key: readPem(tls.clientKeyFile, `${where}.clientKeyFile`) }
+      : {}),
+    minVersion: tls.minVersion === '1.3' ? 'TLSv1.3' : 'TLSv1.2',
+    rejectUnauthorized: true,
+    // SNI is a host name only (RFC 6066); an IP is still checked against the certificate's IP SANs.
+    ...(peer.isIp ? {} : { servername: peer.name }),
+    checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServerIdentity(peer.name, cert),
+  };
+}
+
+export class FetchError extends Error {
+  override name = 'FetchError';
+}
+
+/**
+ * GET a JSON document over http: or https: (https verified with `tls`), no
+ * redirects followed, bounded in time and size. Rejects with FetchError.
+ */
+export function fetchJson(url: string, opts: { tls: ConnectionOptions | null; timeoutMs: number; maxBytes?: number }): Promise<unknown> {
+  const u = new URL(url);
+  const maxBytes = opts.maxBytes ?? 1024 * 1024;
+  return new Promise((resolve, reject) => {
+    const fail = (why: string) => {
+      clearTimeout(deadline);
+      reject(new FetchError(why));
+    };
+    const onResponse = (res: import('node:http').IncomingMessage) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        fail(`HTTP ${res.statusCode ?? 0}`);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > maxBytes) req.destroy(new FetchError('response too large'));
+        else chunks.push(c);
+      });
+      res.on('error', (e) => fail(e.message));
+      res.on('end', () => {
+        clearTimeout(deadline);
+        try {
+          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        } catch {
+          fail('not JSON');
+        }
+      });
+    };
+    const common = { method: 'GET', headers: { accept: 'application/json' }, agent: false as const };
+    const req =
+      u.protocol === 'https:'
+        ? httpsRequest(u, { ...common, ...(opts.tls ?? {}) }, onResponse)
+        : httpRequest(u, common, onResponse);
+    const deadline = setTimeout(() => req.destroy(new FetchError('timed out')), opts.timeoutMs);
+    req.on('error', (e) => fail(e instanceof FetchError ? e.message : (e as NodeJS.ErrnoException).code ?? e.message));
+    req.end();
+  });
+}

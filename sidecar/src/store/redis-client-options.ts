@@ -1,0 +1,25 @@
+import type { RedisOptions } from 'ioredis';
+import { nodeTlsOptions } from '../adapters/outbound-tls.js';
+import { readSecret } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+
+type RedisStoreConfig = Extract<Config['store'], { kind: 'redis' }>;
+
+/** What every Redis connection of the sidecar adds to its URL: ACL user, password, TLS. */
+export type RedisClientOptions = Pick<RedisOptions, 'username' | 'password' | 'tls'>;
+
+/**
+ * The ACL user and password (from `passwordFile`, else the variable named by
+ * `passwordEnv`: never from a command line) and, for `rediss://`, TLS that
+ * verifies the server (store.tls). Read once at start; an unreadable file is
+ * an error naming the setting.
+ */
+export function redisClientOptions(store: RedisStoreConfig, env: Readonly<Record<string, string | undefined>> = process.env): RedisClientOptions {
+  const out: RedisClientOptions = {};
+  if (store.username) out.username = store.username;
+  const password = readSecret({ file: store.passwordFile, env: store.passwordEnv }, env, 'store.passwordFile');
+  if (password !== undefined) out.password = password;
+  const url = new URL(store.url);
+  if (url.protocol === 'rediss:') out.tls = nodeTlsOptions(store.tls, url.hostname, 'store.tls');
+  return out;
+}
