@@ -23,14 +23,7 @@ import { Gate } from './domain/gate.js';
 import { AdmissionCache } from './domain/admission-cache.js';
 import { usageReport } from './domain/billing/usage-report.js';
 import { API_PREFIX } from './api-prefix.js';
-import { fetchJson, nodeTlsOptions } from './adapters/outbound-tls.js';
-
-/** Fetches the JWKS URL; https is verified against identity.tls (files read once, here). */
-function jwksFetcher(identity: Config['identity']) {
-  const url = identity.jwksUrl;
-  const tls = url?.startsWith('https:') ? nodeTlsOptions(identity.tls, new URL(url).hostname, 'identity.tls') : null;
-  return (target: string, timeoutMs: number) => fetchJson(target, { tls, timeoutMs });
-}
+import { jsonFetcher } from './adapters/outbound-tls.js';
 
 /** Admin token: ADMIN_TOKEN, else the file at ADMIN_TOKEN_FILE (created with a fresh token if missing). */
 function adminToken(env: NodeJS.ProcessEnv): string {
@@ -47,7 +40,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const log = createLogger(cfg.log.level, `${cfg.brand}-sidecar`);
   const store = createStore(cfg);
   const catalog = new Catalog(cfg.models, cfg.brand);
-  const sessions = new SessionVerifier({ ...cfg.identity, fetchJson: jwksFetcher(cfg.identity) });
+  const sessions = new SessionVerifier({ ...cfg.identity, fetchJson: jsonFetcher(cfg.identity.jwksUrl, cfg.identity.tls, 'identity.tls') });
   const keyCache = new KeyCache(cfg.auth.keyCacheSeconds * 1000);
   const keyEvents = createKeyEvents(cfg);
   keyEvents.subscribe((hash) => (hash === null ? keyCache.clear() : keyCache.invalidate(hash)));

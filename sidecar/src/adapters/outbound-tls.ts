@@ -94,3 +94,12 @@ export function fetchJson(url: string, opts: { tls: ConnectionOptions | null; ti
     req.end();
   });
 }
+
+/**
+ * A JSON getter for one configured URL (e.g. the JWKS URL): https is verified
+ * with `tls`, whose files are read now, once. `where` names the setting.
+ */
+export function jsonFetcher(url: string | null, tls: OutboundTls, where: string): (target: string, timeoutMs: number) => Promise<unknown> {
+  const options = url?.startsWith('https:') ? nodeTlsOptions(tls, new URL(url).hostname, where) : null;
+  return (target, timeoutMs) => fetchJson(target, { tls: options, timeoutMs });
+}

@@ -1,0 +1,170 @@
+/**
+ * Upstream TLS through real Envoy: the provider is the simulator serving
+ * HTTPS with certificates from CAs this test creates (openssl). The provider
+ * cluster must check the certificate's name, chain and validity before a byte
+ * of the request (provider key, prompt) is written; a refused certificate is
+ * the 502 upstream_error envelope and the simulator sees no request. Mutual
+ * TLS with and without a client certificate; streaming over TLS is the same
+ * as over plain HTTP.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSimulator, type Simulator } from '../../sidecar/simulator/server.js';
+import { createLocalCa, type CertFiles, type LocalCa } from '../../sidecar/stack/dev-ca.js';
+import { startGateway, type TestGateway } from '../harness/gateway.js';
+import { expectEnvelope, expectNoLeak, post } from '../harness/http.js';
+import { freePort } from '../harness/ports.js';
+import { readSse } from '../harness/sse.js';
+
+const UPSTREAM_KEY = 'sk-provider-test-secret'; // what the harness gives the gateway as the provider key
+const PROMPT = 'A confidential prompt for the provider';
+const chat = (stream = false) => ({ model: 'svc-core', stream, messages: [{ role: 'user', content: PROMPT }] });
+const DAY = 86_400_000;
+
+const dir = mkdtempSync(join(tmpdir(), 'upstream-tls-'));
+let trusted: LocalCa;
+let clientCa: LocalCa;
+const certs: Record<string, CertFiles> = {};
+
+/** The HTTPS simulator currently on a port, replaced per scenario. */
+let sim: Simulator | null = null;
+async function serve(port: number, cert: CertFiles, requireClientCertFrom: LocalCa | null = null): Promise<Simulator> {
+  await sim?.close();
+  sim = createSimulator({
+    apiKey: UPSTREAM_KEY,
+    tls: {
+      cert: readFileSync(cert.certFile),
+      key: readFileSync(cert.keyFile),
+      clientCa: requireClientCertFrom ? readFileSync(requireClientCertFrom.certFile) : null,
+    },
+  });
+  await sim.listen(port, '127.0.0.1');
+  return sim;
+}
+
+// A: https://localhost:<port>, trusting only the test CA, no client certificate.
+let gwA: TestGateway;
+let portA = 0;
+// B: https://127.0.0.1:<port> with serverName api.good.example and a client certificate.
+let gwB: TestGateway;
+let portB = 0;
+// C: the plain-HTTP gateway (simulator child process), for comparing streams.
+let gwC: TestGateway;
+
+beforeAll(async () => {
+  trusted = createLocalCa(join(dir, 'trusted'), 'test provider CA');
+  const rogue = createLocalCa(join(dir, 'rogue'), 'untrusted CA');
+  clientCa = createLocalCa(join(dir, 'clients'), 'provider client CA');
+  certs.good = trusted.issue('localhost', { names: ['localhost'], usage: 'server' });
+  certs.otherHost = trusted.issue('evil', { names: ['evil.example'], usage: 'server' });
+  certs.untrusted = rogue.issue('localhost', { names: ['localhost'], usage: 'server' });
+  certs.expired = trusted.issue('expired', { names: ['localhost'], usage: 'server', notBefore: new Date(Date.now() - 30 * DAY), notAfter: new Date(Date.now() - DAY) });
+  certs.notYetValid = trusted.issue('future', { names: ['localhost'], usage: 'server', notBefore: new Date(Date.now() + DAY), notAfter: new Date(Date.now() + 30 * DAY) });
+  certs.named = trusted.issue('named', { names: ['api.good.example'], usage: 'server' });
+  certs.client = clientCa.issue('gateway', { names: ['svc-gateway'], usage: 'client' });
+
+  [portA, portB] = await Promise.all([freePort(), freePort()]);
+  [gwA, gwB, gwC] = await Promise.all([
+    startGateway({
+      simulator: false,
+      config: { upstream: { baseUrl: `https://localhost:${portA}/v1`, tls: { customCaFile: trusted.certFile } } },
+    }),
+    startGateway({
+      simulator: false,
+      config: {
+        upstream: {
+          baseUrl: `https://127.0.0.1:${portB}/v1`,
+          tls: { customCaFile: trusted.certFile, serverName: 'api.good.example', clientCertFile: certs.client.certFile, clientKeyFile: certs.client.keyFile },
+        },
+      },
+    }),
+    startGateway(),
+  ]);
+});
+
+afterAll(async () => {
+  await sim?.close();
+  await Promise.all([gwA?.stop(), gwB?.stop(), gwC?.stop()]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the provider certificate is verified', () => {
+  it('the right host, chained to the trusted CA: served, with SNI localhost and the provider key', async () => {
+    const s = await serve(portA, certs.good!);
+    const r = await post(`${gwA.base}/chat/completions`, chat(), gwA.key);
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.choices[0].message.content.length).toBeGreaterThan(0);
+    expect(s.stats.totalRequests).toBe(1);
+    expect(s.stats.tls.serverNames).toEqual(['localhost']);
+    expect(s.stats.tls.handshakes).toBeGreaterThanOrEqual(1);
+    expect(s.stats.lastRequest('/v1/chat/completions')?.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
+  });
+
+  it.each([
+    ['a certificate for another host', 'otherHost'],
+    ['a certificate from an untrusted CA', 'untrusted'],
+    ['an expired certificate', 'expired'],
+    ['a certificate not valid yet', 'notYetValid'],
+  ])('%s: 502 upstream_error, and nothing of the request reaches the connection', async (_what, which) => {
+    const s = await serve(portA, certs[which]!);
+    for (const stream of [false, true]) {
+      const r = await post(`${gwA.base}/chat/completions`, chat(stream), gwA.key);
+      expectEnvelope(r, 502, 'upstream_error', 'api_error');
+      expectNoLeak(r, [UPSTREAM_KEY, 'sim-core-1']);
+    }
+    // Envoy did connect (and retried: a refused handshake is a connection failure) ...
+    expect(s.stats.tls.connections).toBeGreaterThanOrEqual(2);
+    // ... but never finished a handshake, so no request, key or prompt was written.
+    expect(s.stats.tls.handshakes).toBe(0);
+    expect(s.stats.totalRequests).toBe(0);
+    expect(s.stats.snapshot().authSeen.authorization).toEqual([]);
+  });
+});
+
+describe('mutual TLS', () => {
+  it('with the client certificate: served; the certificate must name serverName (api.good.example), sent as SNI to an IP', async () => {
+    const s = await serve(portB, certs.named!, clientCa);
+    const r = await post(`${gwB.base}/chat/completions`, chat(), gwB.key);
+    expect(r.status, r.text).toBe(200);
+    expect(s.stats.totalRequests).toBe(1);
+    expect(s.stats.tls.serverNames).toEqual(['api.good.example']);
+  });
+
+  it('serverName is enforced too: a certificate for localhost at the same address is refused', async () => {
+    const s = await serve(portB, certs.good!, clientCa);
+    const r = await post(`${gwB.base}/chat/completions`, chat(), gwB.key);
+    expectEnvelope(r, 502, 'upstream_error', 'api_error');
+    expect(s.stats.totalRequests).toBe(0);
+  });
+
+  it('without a client certificate: the provider refuses the handshake, 502 upstream_error, no request', async () => {
+    const s = await serve(portA, certs.good!, clientCa);
+    const r = await post(`${gwA.base}/chat/completions`, chat(), gwA.key);
+    expectEnvelope(r, 502, 'upstream_error', 'api_error');
+    expect(s.stats.tls.connections).toBeGreaterThanOrEqual(1);
+    expect(s.stats.totalRequests).toBe(0);
+  });
+});
+
+describe('streaming over TLS', () => {
+  /** The events with what differs per request (ids, timestamps) blanked. */
+  const normalise = (events: string[]) =>
+    events.map((e) => e.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '<id>').replace(/"created":\d+/g, '"created":0'));
+
+  it('delivers exactly the events the plain-HTTP gateway delivers', async () => {
+    const s = await serve(portA, certs.good!);
+    s.config.chunkDelayMs = 5;
+    const body = { ...chat(true), messages: [{ role: 'user', content: 'Hello #sim:tokens=12' }] };
+    const overTls = await readSse(`${gwA.base}/chat/completions`, body, gwA.key);
+    const plain = await readSse(`${gwC.base}/chat/completions`, body, gwC.key);
+    expect(overTls.status).toBe(200);
+    expect(plain.status).toBe(200);
+    expect(overTls.error).toBeNull();
+    expect(overTls.events.at(-1)).toBe('[DONE]');
+    expect(overTls.events.length).toBeGreaterThan(12);
+    expect(normalise(overTls.events)).toEqual(normalise(plain.events));
+    expect(s.stats.snapshot().streams).toMatchObject({ started: 1, completed: 1 });
+  });
+});
