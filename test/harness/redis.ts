@@ -99,32 +99,64 @@ class Instance {
   }
 }
 
-function spawnRedis(bin: string, port: number, dir: string, persistent: boolean): Instance {
+/**
+ * TLS only (no plain port): the server's certificate and key, the CA its
+ * clients' certificates must chain to, and whether clients must present one.
+ */
+export interface RedisTlsOptions {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly caFile: string;
+  readonly requireClientCert: boolean;
+}
+
+export interface RedisStartOptions {
+  readonly tls?: RedisTlsOptions;
+  /** ACL: this user with this password and every right; the default user is switched off. */
+  readonly user?: { readonly name: string; readonly password: string };
+  /** Keeps its data across restarts (append-only file, fsync on every write). */
+  readonly persistent?: boolean;
+}
+
+function portArgs(port: number, tls: RedisTlsOptions | undefined): string[] {
+  if (!tls) return ['--port', String(port)];
+  return ['--port', '0', '--tls-port', String(port), '--tls-cert-file', tls.certFile, '--tls-key-file', tls.keyFile,
+    '--tls-ca-cert-file', tls.caFile, '--tls-auth-clients', tls.requireClientCert ? 'yes' : 'no'];
+}
+
+function spawnRedis(bin: string, port: number, dir: string, opts: RedisStartOptions = {}): Instance {
   const child = spawn(
     bin,
     [
-      '--port', String(port),
+      // A config file from stdin ("-") carries the ACL users: no password on the command line.
+      ...(opts.user ? ['-'] : []),
+      ...portArgs(port, opts.tls),
       '--bind', '127.0.0.1',
       '--save', '',
       // Persistent: every write in the append-only file before it is acknowledged (survives kill -9).
-      ...(persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']),
+      ...(opts.persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']),
       '--daemonize', 'no',
       '--dir', dir,
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: [opts.user ? 'pipe' : 'ignore', 'pipe', 'pipe'] },
   );
+  if (opts.user) child.stdin?.end(`user default off\nuser ${opts.user.name} on >${opts.user.password} ~* &* +@all\n`);
   child.once('error', () => {}); // spawn failures show up as exit + output
   return new Instance(child);
 }
 
-/** Waits for PONG; throws (after killing it) if the process exits or never answers. */
-async function waitReady(instance: Instance, port: number): Promise<void> {
+/**
+ * Waits for PONG (or, for a TLS or ACL server that a raw PING cannot reach, its
+ * "Ready to accept connections" line); throws (after killing it) if the
+ * process exits or never answers.
+ */
+async function waitReady(instance: Instance, port: number, plainPing = true): Promise<void> {
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (exited(instance.child)) {
       throw new Error(`redis-server on port ${port} exited during startup:\n${instance.text()}`);
     }
-    if (await pingOnce(port, 500)) return;
+    if (plainPing ? await pingOnce(port, 500) : instance.text().includes('Ready to accept connections')) return;
     await sleep(20);
   }
   instance.child.kill('SIGKILL');
@@ -132,8 +164,8 @@ async function waitReady(instance: Instance, port: number): Promise<void> {
   throw new Error(`redis-server on port ${port} did not answer PING within ${START_TIMEOUT_MS} ms:\n${instance.text()}`);
 }
 
-export async function startRedis(opts: { persistent?: boolean } = {}): Promise<RedisServer> {
-  const persistent = opts.persistent ?? false;
+export async function startRedis(opts: RedisStartOptions = {}): Promise<RedisServer> {
+  const plainPing = !opts.tls && !opts.user;
   const bin = findRedisServer();
   const dir = mkdtempSync(join(tmpdir(), 'store-test-redis-'));
 
@@ -141,9 +173,9 @@ export async function startRedis(opts: { persistent?: boolean } = {}): Promise<R
   let current: Instance | null = null;
   for (let attempt = 1; current === null; attempt++) {
     port = await freePort();
-    const instance = spawnRedis(bin, port, dir, persistent);
+    const instance = spawnRedis(bin, port, dir, opts);
     try {
-      await waitReady(instance, port);
+      await waitReady(instance, port, plainPing);
       current = instance;
     } catch (err) {
       // Lost the race for the port to another process: try another one.
@@ -164,7 +196,7 @@ export async function startRedis(opts: { persistent?: boolean } = {}): Promise<R
   }
 
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `${opts.tls ? 'rediss' : 'redis'}://127.0.0.1:${port}`,
     port,
 
     async stop() {
@@ -202,9 +234,9 @@ export async function startRedis(opts: { persistent?: boolean } = {}): Promise<R
       await signalAndWait('SIGKILL');
       paused = false;
       mkdirSync(dir, { recursive: true }); // in case stop() removed it
-      const next = spawnRedis(bin, port, dir, persistent);
+      const next = spawnRedis(bin, port, dir, opts);
       instance = next;
-      await waitReady(next, port);
+      await waitReady(next, port, plainPing);
     },
   };
 }
