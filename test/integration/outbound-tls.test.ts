@@ -66,13 +66,10 @@ describe('JWKS URL over https', () => {
 
   const verifier = (url: string, tls: Record<string, unknown>) =>
     new SessionVerifier({
-      jwksFile: null,
-      jwksUrl: url,
+      ...parseConfig(defaultConfig('svc')).identity,
       issuer: DEV_ISSUER,
       audience: DEV_AUDIENCE,
-      maxLifetimeSeconds: 3600,
-      clockToleranceSeconds: 30,
-      refreshSeconds: 300,
+      jwksUrl: url,
       fetchJson: jsonFetcher(url, OutboundTlsSchema.parse(tls), 'identity.tls'),
     });
 
