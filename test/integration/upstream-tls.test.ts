@@ -84,6 +84,14 @@ beforeAll(async () => {
   ]);
 });
 
+/** Envoy's count of provider certificates refused for this reason (cluster.provider.ssl.<reason>). */
+async function providerSslStat(gw: TestGateway, reason: string): Promise<number> {
+  const text = await (await fetch(`${gw.stack.envoyAdminUrl}/stats?filter=^cluster\\.provider\\.ssl\\.${reason}$`)).text();
+  const m = /: (\d+)/.exec(text);
+  if (!m) throw new Error(`no stat cluster.provider.ssl.${reason} in: ${text}`);
+  return Number(m[1]);
+}
+
 afterAll(async () => {
   await sim?.close();
   await Promise.all([gwA?.stop(), gwB?.stop(), gwC?.stop()]);
@@ -103,11 +111,12 @@ describe('the provider certificate is verified', () => {
   });
 
   it.each([
-    ['a certificate for another host', 'otherHost'],
-    ['a certificate from an untrusted CA', 'untrusted'],
-    ['an expired certificate', 'expired'],
-    ['a certificate not valid yet', 'notYetValid'],
-  ])('%s: 502 upstream_error, and nothing of the request reaches the connection', async (_what, which) => {
+    ['a certificate for another host', 'otherHost', 'fail_verify_san'],
+    ['a certificate from an untrusted CA', 'untrusted', 'fail_verify_error'],
+    ['an expired certificate', 'expired', 'fail_verify_error'],
+    ['a certificate not valid yet', 'notYetValid', 'fail_verify_error'],
+  ])('%s: 502 upstream_error, and nothing of the request reaches the connection', async (_what, which, reason) => {
+    const refusedBefore = await providerSslStat(gwA, reason);
     const s = await serve(portA, certs[which]!);
     for (const stream of [false, true]) {
       const r = await post(`${gwA.base}/chat/completions`, chat(stream), gwA.key);
@@ -116,7 +125,9 @@ describe('the provider certificate is verified', () => {
     }
     // Envoy did connect (and retried: a refused handshake is a connection failure) ...
     expect(s.stats.tls.connections).toBeGreaterThanOrEqual(2);
-    // ... but never finished a handshake, so no request, key or prompt was written.
+    // ... refused the certificate for the expected reason ...
+    expect(await providerSslStat(gwA, reason)).toBeGreaterThan(refusedBefore);
+    // ... and never finished a handshake, so no request, key or prompt was written.
     expect(s.stats.tls.handshakes).toBe(0);
     expect(s.stats.totalRequests).toBe(0);
     expect(s.stats.snapshot().authSeen.authorization).toEqual([]);
