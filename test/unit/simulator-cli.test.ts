@@ -54,4 +54,17 @@ describe('simulator CLI', () => {
     expect(Date.now() - started).toBeLessThan(1000);
     await expect(res.text()).rejects.toThrow();
   });
+
+  it.each([
+    [['--tls-cert', '/nonexistent.pem'], '--tls-cert and --tls-key go together'],
+    [['--tls-client-ca', '/ca.pem'], '--tls-client-ca needs --tls-cert and --tls-key'],
+    [['--tls-cert', '/nonexistent.pem', '--tls-key', '/nonexistent.key'], '--tls-cert: cannot read /nonexistent.pem (ENOENT)'],
+  ])('HTTPS options %j: exit 2 with "%s"', async (args, message) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'sidecar/simulator/main.ts', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const [code] = (await once(child, 'exit')) as [number | null];
+    expect(code).toBe(2);
+    expect(stderr).toContain(message);
+  });
 });
