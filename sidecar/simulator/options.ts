@@ -31,6 +31,8 @@ export interface SimulatorTls {
   readonly key: string | Buffer;
   /** When set, a client certificate issued by this CA (PEM) is required (mutual TLS). */
   readonly clientCa?: string | Buffer | null;
+  /** Newest TLS version offered (default: Node's, TLS 1.3); to play an older server. */
+  readonly maxVersion?: 'TLSv1.2' | 'TLSv1.3';
 }
 
 export interface ResolvedOptions {

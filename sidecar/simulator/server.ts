@@ -46,13 +46,20 @@ function errorResponse(err: FastifyError): { status: number; message: string } {
 
 function httpsOptions(tls: SimulatorTls): SecureContextOptions & { requestCert: boolean; rejectUnauthorized: boolean } {
   const mutual = tls.clientCa != null;
-  return { cert: tls.cert, key: tls.key, ...(mutual ? { ca: tls.clientCa! } : {}), requestCert: mutual, rejectUnauthorized: mutual };
+  return {
+    cert: tls.cert,
+    key: tls.key,
+    ...(mutual ? { ca: tls.clientCa! } : {}),
+    ...(tls.maxVersion ? { maxVersion: tls.maxVersion } : {}),
+    requestCert: mutual,
+    rejectUnauthorized: mutual,
+  };
 }
 
 /** Connections, handshakes (completed or refused) and SNI names, for tests that prove nothing was sent. */
 function countTls(server: TlsServer, stats: SimulatorStats): void {
   server.on('connection', () => stats.tlsConnection());
-  server.on('secureConnection', (socket: TLSSocket) => stats.tlsHandshake(socket.servername, true));
+  server.on('secureConnection', (socket: TLSSocket) => stats.tlsHandshake(socket.servername, true, socket.getProtocol()));
   server.on('tlsClientError', (_err: Error, socket: TLSSocket) => stats.tlsHandshake(socket.servername, false));
 }
 

@@ -39,6 +39,8 @@ export interface TlsStats {
   failedHandshakes: number;
   /** SNI names sent by clients (first 100 distinct). */
   serverNames: string[];
+  /** TLS versions of completed handshakes (distinct), e.g. "TLSv1.3". */
+  versions: string[];
 }
 
 export interface StatsSnapshot {
@@ -72,15 +74,16 @@ export class SimulatorStats {
   private cancels: Cancellation[] = [];
   private authorization = new Set<string>();
   private xApiKey = new Set<string>();
-  readonly tls: TlsStats = { connections: 0, handshakes: 0, failedHandshakes: 0, serverNames: [] };
+  readonly tls: TlsStats = { connections: 0, handshakes: 0, failedHandshakes: 0, serverNames: [], versions: [] };
 
   tlsConnection(): void {
     this.tls.connections++;
   }
 
-  tlsHandshake(serverName: string | false | null | undefined, ok: boolean): void {
+  tlsHandshake(serverName: string | false | null | undefined, ok: boolean, version: string | null = null): void {
     if (ok) this.tls.handshakes++;
     else this.tls.failedHandshakes++;
+    if (version !== null && !this.tls.versions.includes(version)) this.tls.versions.push(version);
     if (typeof serverName === 'string' && !this.tls.serverNames.includes(serverName) && this.tls.serverNames.length < AUTH_SEEN_LIMIT) {
       this.tls.serverNames.push(serverName);
     }
@@ -134,7 +137,7 @@ export class SimulatorStats {
   snapshot(): StatsSnapshot {
     return {
       totalRequests: this.totalRequests,
-      tls: { ...this.tls, serverNames: [...this.tls.serverNames] },
+      tls: { ...this.tls, serverNames: [...this.tls.serverNames], versions: [...this.tls.versions] },
       requestsByPath: Object.fromEntries(this.byPath),
       recent: this.requests().map((r) => ({
         ...r,
@@ -165,6 +168,6 @@ export class SimulatorStats {
     this.cancels = [];
     this.authorization.clear();
     this.xApiKey.clear();
-    Object.assign(this.tls, { connections: 0, handshakes: 0, failedHandshakes: 0, serverNames: [] });
+    Object.assign(this.tls, { connections: 0, handshakes: 0, failedHandshakes: 0, serverNames: [], versions: [] });
   }
 }

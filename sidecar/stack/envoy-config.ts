@@ -58,7 +58,9 @@ export function upstreamTlsSocket(host: string, tls: OutboundTls): Record<string
       // SNI carries host names only (RFC 6066), never an IP address.
       ...(peer.isIp ? {} : { sni: peer.name }),
       common_tls_context: {
-        tls_params: { tls_minimum_protocol_version: tls.minVersion === '1.3' ? 'TLSv1_3' : 'TLSv1_2' },
+        // Envoy's client default maximum is TLS 1.2, which would make minVersion 1.3 impossible
+        // and keep TLS 1.3 from providers that offer it.
+        tls_params: { tls_minimum_protocol_version: tls.minVersion === '1.3' ? 'TLSv1_3' : 'TLSv1_2', tls_maximum_protocol_version: 'TLSv1_3' },
         ...(tls.clientCertFile && tls.clientKeyFile
           ? { tls_certificates: [{ certificate_chain: file(tls.clientCertFile), private_key: file(tls.clientKeyFile) }] }
           : {}),

@@ -30,7 +30,7 @@ const certs: Record<string, CertFiles> = {};
 
 /** The HTTPS simulator currently on a port, replaced per scenario. */
 let sim: Simulator | null = null;
-async function serve(port: number, cert: CertFiles, requireClientCertFrom: LocalCa | null = null): Promise<Simulator> {
+async function serve(port: number, cert: CertFiles, requireClientCertFrom: LocalCa | null = null, maxVersion?: 'TLSv1.2'): Promise<Simulator> {
   await sim?.close();
   sim = createSimulator({
     apiKey: UPSTREAM_KEY,
@@ -38,6 +38,7 @@ async function serve(port: number, cert: CertFiles, requireClientCertFrom: Local
       cert: readFileSync(cert.certFile),
       key: readFileSync(cert.keyFile),
       clientCa: requireClientCertFrom ? readFileSync(requireClientCertFrom.certFile) : null,
+      maxVersion,
     },
   });
   await sim.listen(port, '127.0.0.1');
@@ -47,7 +48,7 @@ async function serve(port: number, cert: CertFiles, requireClientCertFrom: Local
 // A: https://localhost:<port>, trusting only the test CA, no client certificate.
 let gwA: TestGateway;
 let portA = 0;
-// B: https://127.0.0.1:<port> with serverName api.good.example and a client certificate.
+// B: https://127.0.0.1:<port> with serverName api.good.example, a client certificate and TLS 1.3 at least.
 let gwB: TestGateway;
 let portB = 0;
 // C: the plain-HTTP gateway (simulator child process), for comparing streams.
@@ -66,22 +67,27 @@ beforeAll(async () => {
   certs.client = clientCa.issue('gateway', { names: ['svc-gateway'], usage: 'client' });
 
   [portA, portB] = await Promise.all([freePort(), freePort()]);
-  [gwA, gwB, gwC] = await Promise.all([
-    startGateway({
-      simulator: false,
-      config: { upstream: { baseUrl: `https://localhost:${portA}/v1`, tls: { customCaFile: trusted.certFile } } },
-    }),
-    startGateway({
-      simulator: false,
-      config: {
-        upstream: {
-          baseUrl: `https://127.0.0.1:${portB}/v1`,
-          tls: { customCaFile: trusted.certFile, serverName: 'api.good.example', clientCertFile: certs.client.certFile, clientKeyFile: certs.client.keyFile },
+  // One after another: three stacks starting at once can starve each other on a small machine.
+  gwA = await startGateway({
+    simulator: false,
+    config: { upstream: { baseUrl: `https://localhost:${portA}/v1`, tls: { customCaFile: trusted.certFile } } },
+  });
+  gwB = await startGateway({
+    simulator: false,
+    config: {
+      upstream: {
+        baseUrl: `https://127.0.0.1:${portB}/v1`,
+        tls: {
+          customCaFile: trusted.certFile,
+          serverName: 'api.good.example',
+          clientCertFile: certs.client.certFile,
+          clientKeyFile: certs.client.keyFile,
+          minVersion: '1.3',
         },
       },
-    }),
-    startGateway(),
-  ]);
+    },
+  });
+  gwC = await startGateway();
 });
 
 /** Envoy's count of provider certificates refused for this reason (cluster.provider.ssl.<reason>). */
@@ -107,6 +113,7 @@ describe('the provider certificate is verified', () => {
     expect(s.stats.totalRequests).toBe(1);
     expect(s.stats.tls.serverNames).toEqual(['localhost']);
     expect(s.stats.tls.handshakes).toBeGreaterThanOrEqual(1);
+    expect(s.stats.tls.versions).toEqual(['TLSv1.3']); // offered by the provider, so used
     expect(s.stats.lastRequest('/v1/chat/completions')?.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
   });
 
@@ -134,6 +141,24 @@ describe('the provider certificate is verified', () => {
   });
 });
 
+describe('minimum TLS version', () => {
+  it('TLS 1.2 is accepted by default (minVersion 1.2)', async () => {
+    const s = await serve(portA, certs.good!, null, 'TLSv1.2');
+    const r = await post(`${gwA.base}/chat/completions`, chat(), gwA.key);
+    expect(r.status, r.text).toBe(200);
+    expect(s.stats.totalRequests).toBe(1);
+    expect(s.stats.tls.versions).toEqual(['TLSv1.2']);
+  });
+
+  it('minVersion 1.3: a provider offering at most TLS 1.2 is refused (502, no request)', async () => {
+    const s = await serve(portB, certs.named!, clientCa, 'TLSv1.2');
+    const r = await post(`${gwB.base}/chat/completions`, chat(), gwB.key);
+    expectEnvelope(r, 502, 'upstream_error', 'api_error');
+    expect(s.stats.tls.connections).toBeGreaterThanOrEqual(1);
+    expect(s.stats.totalRequests).toBe(0);
+  });
+});
+
 describe('mutual TLS', () => {
   it('with the client certificate: served; the certificate must name serverName (api.good.example), sent as SNI to an IP', async () => {
     const s = await serve(portB, certs.named!, clientCa);
@@ -141,6 +166,7 @@ describe('mutual TLS', () => {
     expect(r.status, r.text).toBe(200);
     expect(s.stats.totalRequests).toBe(1);
     expect(s.stats.tls.serverNames).toEqual(['api.good.example']);
+    expect(s.stats.tls.versions).toEqual(['TLSv1.3']);
   });
 
   it('serverName is enforced too: a certificate for localhost at the same address is refused', async () => {

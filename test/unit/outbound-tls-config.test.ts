@@ -106,7 +106,7 @@ describe("Envoy's provider cluster", () => {
     const ctx = providerCluster({ upstream: { baseUrl: 'https://api.provider.example/v1' } }).transport_socket.typed_config;
     expect(ctx.sni).toBe('api.provider.example');
     expect(ctx.common_tls_context).toEqual({
-      tls_params: { tls_minimum_protocol_version: 'TLSv1_2' },
+      tls_params: { tls_minimum_protocol_version: 'TLSv1_2', tls_maximum_protocol_version: 'TLSv1_3' },
       validation_context: {
         trusted_ca: { filename: SYSTEM_CA_BUNDLE },
         match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: 'api.provider.example' } }],
@@ -126,7 +126,7 @@ describe("Envoy's provider cluster", () => {
     }).transport_socket.typed_config;
     expect(named.sni).toBe('llm.internal');
     expect(named.common_tls_context).toEqual({
-      tls_params: { tls_minimum_protocol_version: 'TLSv1_3' },
+      tls_params: { tls_minimum_protocol_version: 'TLSv1_3', tls_maximum_protocol_version: 'TLSv1_3' },
       tls_certificates: [{ certificate_chain: { filename: '/c.pem' }, private_key: { filename: '/k.pem' } }],
       validation_context: {
         trusted_ca: { filename: '/ca.pem' },
