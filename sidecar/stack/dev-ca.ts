@@ -2,6 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
+import { parseConfig } from '../src/config/load.js';
+import type { Config } from '../src/config/schema.js';
 
 /**
  * A local certificate authority made with the openssl CLI, for the local stack
@@ -114,11 +116,19 @@ export function createLocalCa(dir: string, name: string, validDays = 30): LocalC
 }
 
 /**
- * The local stack's HTTPS simulator: a fresh CA in `dir` and a server
- * certificate for localhost, 127.0.0.1 and ::1. The gateway trusts the CA as
- * upstream.tls.customCaFile.
+ * The local stack with the simulator on HTTPS (`SIMULATOR_TLS=1 npm start`,
+ * and the tests): a fresh CA in `dir`, a server certificate for localhost,
+ * 127.0.0.1 and ::1, the upstream URL switched to https:// with that CA as
+ * upstream.tls.customCaFile, and the simulator's certificate arguments.
  */
-export function createDevSimulatorCerts(dir: string): { ca: LocalCa; server: CertFiles } {
+export function withHttpsSimulator(cfg: Config, dir: string): { config: Config; simulatorArgs: string[]; caFile: string } {
   const ca = createLocalCa(dir, 'svc local development CA');
-  return { ca, server: ca.issue('simulator', { names: ['localhost', '127.0.0.1', '::1'], usage: 'server' }) };
+  const server = ca.issue('simulator', { names: ['localhost', '127.0.0.1', '::1'], usage: 'server' });
+  const url = new URL(cfg.upstream.baseUrl);
+  url.protocol = 'https:';
+  const config = parseConfig({
+    ...cfg,
+    upstream: { ...cfg.upstream, baseUrl: url.toString().replace(/\/$/, ''), tls: { ...cfg.upstream.tls, customCaFile: ca.certFile } },
+  });
+  return { config, simulatorArgs: ['--tls-cert', server.certFile, '--tls-key', server.keyFile], caFile: ca.certFile };
 }

@@ -8,7 +8,7 @@ import { REPO_ROOT } from './paths.js';
 import { startStack, withPorts } from './stack.js';
 import { AdminClient } from '../cli/admin-client.js';
 import { ensureDevIdentity } from './dev-idp.js';
-import { createDevSimulatorCerts } from './dev-ca.js';
+import { withHttpsSimulator } from './dev-ca.js';
 
 /**
  * `npm start`: the whole local stack on embedded defaults (or GATEWAY_CONFIG),
@@ -27,14 +27,14 @@ async function main() {
   const sock = `unix:${join(runDir, 'sidecar.sock')}`;
   let config = cfg.listen.sidecarGrpc === '127.0.0.1:50051' ? withSocket(cfg, sock) : cfg;
   // SIMULATOR_TLS=1: the simulator serves HTTPS with a certificate of a fresh local CA, which Envoy verifies.
-  const simulatorTls = simulator && process.env.SIMULATOR_TLS === '1' ? httpsSimulator(config, join(runDir, 'dev-ca')) : null;
+  const simulatorTls = simulator && process.env.SIMULATOR_TLS === '1' ? withHttpsSimulator(config, join(runDir, 'dev-ca')) : null;
   if (simulatorTls) config = simulatorTls.config;
   // Local development: trust a local identity provider so session tokens can be minted (`npm run cli -- session mint`).
   const devIdp = !cfg.identity.jwksFile && !cfg.identity.jwksUrl ? await ensureDevIdentity(join(runDir, 'dev-idp')) : null;
   if (devIdp) config = parseConfig({ ...config, identity: { ...config.identity, jwksFile: devIdp.jwksFile } });
 
   process.stdout.write(`Starting: ${simulator ? 'simulator, ' : ''}account service, sidecar (store: ${cfg.store.kind}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`);
-  const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.args, echo: process.env.STACK_ECHO === '1' });
+  const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.simulatorArgs, echo: process.env.STACK_ECHO === '1' });
 
   const admin = new AdminClient(stack.adminUrl, stack.adminToken);
   const tenant = await admin.createTenant('development');
@@ -81,18 +81,6 @@ async function main() {
       void stop();
     }
   }, 500);
-}
-
-/** The upstream URL switched to https and the local CA trusted; the simulator's certificate arguments. */
-function httpsSimulator(cfg: Config, dir: string): { config: Config; args: string[]; caFile: string } {
-  const { ca, server } = createDevSimulatorCerts(dir);
-  const url = new URL(cfg.upstream.baseUrl);
-  url.protocol = 'https:';
-  const config = parseConfig({
-    ...cfg,
-    upstream: { ...cfg.upstream, baseUrl: url.toString().replace(/\/$/, ''), tls: { ...cfg.upstream.tls, customCaFile: ca.certFile } },
-  });
-  return { config, args: ['--tls-cert', server.certFile, '--tls-key', server.keyFile], caFile: ca.certFile };
 }
 
 function withSocket(cfg: Config, sock: string) {

@@ -10,6 +10,7 @@ import { AdminClient } from '../../sidecar/cli/admin-client.js';
 import { freePort } from './ports.js';
 import { ensureDevIdentity, mintSession, type MintOptions } from '../../sidecar/stack/dev-idp.js';
 import { startRedis, type RedisServer } from './redis.js';
+import { withHttpsSimulator } from '../../sidecar/stack/dev-ca.js';
 
 /**
  * The real topology for integration tests: redis-server (optional), the
@@ -48,6 +49,8 @@ export interface GatewayOptions {
   readonly redisPersistent?: boolean;
   /** false: start no simulator (the test runs its own at the upstream URL it configures). */
   readonly simulator?: boolean;
+  /** The simulator on HTTPS with a local CA the gateway trusts, as `SIMULATOR_TLS=1 npm start` does. */
+  readonly simulatorTls?: boolean;
 }
 
 
@@ -78,7 +81,9 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     billing: { journalPath: join(runDir, 'settlement-journal.jsonl') },
     ...(redisUrl ? { store: { kind: 'redis', url: redisUrl } } : {}),
   });
-  const config = parseConfig(mergeConfig(raw, opts.config ?? {}));
+  const merged = parseConfig(mergeConfig(raw, opts.config ?? {}));
+  const https = opts.simulatorTls ? withHttpsSimulator(merged, join(runDir, 'dev-ca')) : null;
+  const config = https?.config ?? merged;
   let stack: Stack;
   try {
     stack = await startStack({
@@ -86,7 +91,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
       envoyBin,
       runDir,
       simulator: opts.simulator ?? true,
-      simulatorArgs: ['--api-key', upstreamKey, ...(opts.simulatorArgs ?? [])],
+      simulatorArgs: ['--api-key', upstreamKey, ...(https?.simulatorArgs ?? []), ...(opts.simulatorArgs ?? [])],
       env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
       nodeArgs: opts.nodeArgs,
     });

@@ -53,6 +53,8 @@ let gwB: TestGateway;
 let portB = 0;
 // C: the plain-HTTP gateway (simulator child process), for comparing streams.
 let gwC: TestGateway;
+// D: the local stack's one setting (SIMULATOR_TLS=1 npm start): the simulator child on HTTPS, a fresh local CA.
+let gwD: TestGateway;
 
 beforeAll(async () => {
   trusted = createLocalCa(join(dir, 'trusted'), 'test provider CA');
@@ -88,6 +90,7 @@ beforeAll(async () => {
     },
   });
   gwC = await startGateway();
+  gwD = await startGateway({ simulatorTls: true });
 });
 
 /** Envoy's count of provider certificates refused for this reason (cluster.provider.ssl.<reason>). */
@@ -100,7 +103,7 @@ async function providerSslStat(gw: TestGateway, reason: string): Promise<number>
 
 afterAll(async () => {
   await sim?.close();
-  await Promise.all([gwA?.stop(), gwB?.stop(), gwC?.stop()]);
+  await Promise.all([gwA?.stop(), gwB?.stop(), gwC?.stop(), gwD?.stop()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -203,5 +206,17 @@ describe('streaming over TLS', () => {
     expect(overTls.events.length).toBeGreaterThan(12);
     expect(normalise(overTls.events)).toEqual(normalise(plain.events));
     expect(s.stats.snapshot().streams).toMatchObject({ started: 1, completed: 1 });
+  });
+});
+
+describe('the local stack over HTTPS (SIMULATOR_TLS=1 npm start)', () => {
+  it('serves through a verified TLS connection to the simulator', async () => {
+    expect(gwD.config.upstream.baseUrl).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/v1$/);
+    expect(gwD.config.upstream.tls.customCaFile).toMatch(/dev-ca\/ca\.crt$/);
+    const r = await post(`${gwD.base}/chat/completions`, chat(), gwD.key);
+    expect(r.status, r.text).toBe(200);
+    const stream = await readSse(`${gwD.base}/chat/completions`, chat(true), gwD.key);
+    expect(stream.events.at(-1)).toBe('[DONE]');
+    expect(await providerSslStat(gwD, 'handshake')).toBeGreaterThanOrEqual(1);
   });
 });
