@@ -17,6 +17,7 @@ import { mergeConfig, parseConfig } from '../../sidecar/src/config/load.js';
 import { OutboundTlsSchema } from '../../sidecar/src/config/outbound-tls.js';
 import { SessionVerifier } from '../../sidecar/src/domain/auth/sessions.js';
 import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
+import { createKeyEvents } from '../../sidecar/src/store/key-events.js';
 import { createRedisStore } from '../../sidecar/src/store/redis.js';
 import { redisClientOptions } from '../../sidecar/src/store/redis-client-options.js';
 import { createLocalCa, type CertFiles, type LocalCa } from '../../sidecar/stack/dev-ca.js';
@@ -164,6 +165,24 @@ describe('Redis over TLS (rediss://) with an ACL user', () => {
     await refused(storeFor(url(plain), { passwordFile, tls: { customCaFile: rogue.certFile, serverName: 'localhost' } }));
     await refused(storeFor(url(plain), { passwordFile, tls: { customCaFile: trusted.certFile } })); // 127.0.0.1 is not in the certificate
     await refused(storeFor(url(plain), { passwordFile, tls: {} })); // the system bundle
+  });
+
+  it('key revocation events (pub/sub) travel over the same verified connection settings', async () => {
+    const cfg = parseConfig(
+      mergeConfig(defaultConfig('svc'), { store: { kind: 'redis', url: url(plain), username: 'gateway', passwordFile, tls: trust() } }),
+    );
+    const [a, b] = [createKeyEvents(cfg), createKeyEvents(cfg)];
+    const heard: Array<string | null> = [];
+    b.subscribe((h) => heard.push(h));
+    try {
+      for (let i = 0; i < 50 && !heard.includes('hash-1'); i++) {
+        await a.publish('hash-1').catch(() => {});
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(heard).toContain('hash-1');
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
   });
 
   it('a server requiring a client certificate: refused without one, works with one', async () => {
