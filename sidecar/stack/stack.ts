@@ -2,6 +2,7 @@ import { accessSync, constants, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { Config } from '../src/config/schema.js';
+import { tlsFiles } from '../src/config/outbound-tls.js';
 import { parseConfig } from '../src/config/load.js';
 import { renderEnvoyConfig } from './envoy-config.js';
 import { ManagedProcess, listeningLine } from './process.js';
@@ -138,14 +139,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
  */
 function requireUpstreamTlsFiles(cfg: Config): void {
   if (!cfg.upstream.baseUrl.startsWith('https:')) return;
-  const t = cfg.upstream.tls;
-  const files: Array<[string, string | null]> = [
-    [t.customCaFile ? 'customCaFile' : 'caBundleFile', t.customCaFile ?? t.caBundleFile],
-    ['clientCertFile', t.clientCertFile],
-    ['clientKeyFile', t.clientKeyFile],
-  ];
-  for (const [key, file] of files) {
-    if (file === null) continue;
+  for (const { key, file } of tlsFiles(cfg.upstream.tls)) {
     try {
       accessSync(file, constants.R_OK);
     } catch {

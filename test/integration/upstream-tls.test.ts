@@ -220,3 +220,11 @@ describe('the local stack over HTTPS (SIMULATOR_TLS=1 npm start)', () => {
     expect(await providerSslStat(gwD, 'handshake')).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe('a TLS file the provider settings name but nobody can read', () => {
+  it('stops the start with the setting named, before any process runs', async () => {
+    await expect(
+      startGateway({ simulator: false, config: { upstream: { baseUrl: 'https://localhost:1/v1', tls: { customCaFile: join(dir, 'missing-ca.pem') } } } }),
+    ).rejects.toThrow(`upstream.tls.customCaFile: cannot read ${join(dir, 'missing-ca.pem')}`);
+  });
+});

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls';
-import { expectedPeerName, trustedCaFile, type OutboundTls } from '../config/outbound-tls.js';
+import { expectedPeerName, tlsFiles, type OutboundTls } from '../config/outbound-tls.js';
 
 /**
  * Node's side of the outbound TLS settings (sidecar/src/config/outbound-tls.ts):
@@ -32,11 +32,10 @@ function readPem(file: string, what: string): Buffer {
  */
 export function nodeTlsOptions(tls: OutboundTls, host: string, where: string): ConnectionOptions {
   const peer = expectedPeerName(tls, host);
+  const pem = Object.fromEntries(tlsFiles(tls).map(({ key, file }) => [key, readPem(file, `${where}.${key}`)]));
   return {
-    ca: readPem(trustedCaFile(tls), `${where}.${tls.customCaFile ? 'customCaFile' : 'caBundleFile'}`),
-    ...(tls.clientCertFile && tls.clientKeyFile
-      ? { cert: readPem(tls.clientCertFile, `${where}.clientCertFile`), key: readPem(tls.clientKeyFile, `${where}.clientKeyFile`) }
-      : {}),
+    ca: pem.customCaFile ?? pem.caBundleFile,
+    ...(pem.clientCertFile && pem.clientKeyFile ? { cert: pem.clientCertFile, key: pem.clientKeyFile } : {}),
     minVersion: tls.minVersion === '1.3' ? 'TLSv1.3' : 'TLSv1.2',
     rejectUnauthorized: true,
     // SNI is a host name only (RFC 6066); an IP is still checked against the certificate's IP SANs.

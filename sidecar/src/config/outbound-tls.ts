@@ -57,6 +57,15 @@ export const DEFAULT_OUTBOUND_TLS: OutboundTls = Object.freeze({
 /** The file whose CAs are trusted: the custom CA if set, else the bundle. */
 export const trustedCaFile = (tls: OutboundTls): string => tls.customCaFile ?? tls.caBundleFile;
 
+/** Every file these settings make the client read, with the key that names it (for error messages). */
+export function tlsFiles(tls: OutboundTls): Array<{ key: keyof OutboundTls; file: string }> {
+  const out: Array<{ key: keyof OutboundTls; file: string }> = [{ key: tls.customCaFile ? 'customCaFile' : 'caBundleFile', file: trustedCaFile(tls) }];
+  if (tls.clientCertFile && tls.clientKeyFile) {
+    out.push({ key: 'clientCertFile', file: tls.clientCertFile }, { key: 'clientKeyFile', file: tls.clientKeyFile });
+  }
+  return out;
+}
+
 /**
  * The name the peer's certificate must carry (and the SNI when it is a host
  * name): `serverName`, else the host connected to.
