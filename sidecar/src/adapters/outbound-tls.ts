@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls';
 import { expectedPeerName, tlsFiles, type OutboundTls } from '../config/outbound-tls.js';
@@ -56,11 +56,15 @@ export function fetchJson(url: string, opts: { tls: ConnectionOptions | null; ti
   const u = new URL(url);
   const maxBytes = opts.maxBytes ?? 1024 * 1024;
   return new Promise((resolve, reject) => {
+    let settled = false;
     const fail = (why: string) => {
       clearTimeout(deadline);
+      if (settled) return;
+      settled = true;
       reject(new FetchError(why));
+      req.destroy();
     };
-    const onResponse = (res: import('node:http').IncomingMessage) => {
+    const onResponse = (res: IncomingMessage) => {
       if (res.statusCode !== 200) {
         res.resume();
         fail(`HTTP ${res.statusCode ?? 0}`);
@@ -70,17 +74,22 @@ export function fetchJson(url: string, opts: { tls: ConnectionOptions | null; ti
       let size = 0;
       res.on('data', (c: Buffer) => {
         size += c.length;
-        if (size > maxBytes) req.destroy(new FetchError('response too large'));
+        if (size > maxBytes) fail('response too large');
         else chunks.push(c);
       });
       res.on('error', (e) => fail(e.message));
       res.on('end', () => {
-        clearTimeout(deadline);
+        if (settled) return;
+        let body: unknown;
         try {
-          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         } catch {
           fail('not JSON');
+          return;
         }
+        clearTimeout(deadline);
+        settled = true;
+        resolve(body);
       });
     };
     const common = { method: 'GET', headers: { accept: 'application/json' }, agent: false as const };
@@ -88,8 +97,8 @@ export function fetchJson(url: string, opts: { tls: ConnectionOptions | null; ti
       u.protocol === 'https:'
         ? httpsRequest(u, { ...common, ...(opts.tls ?? {}) }, onResponse)
         : httpRequest(u, common, onResponse);
-    const deadline = setTimeout(() => req.destroy(new FetchError('timed out')), opts.timeoutMs);
-    req.on('error', (e) => fail(e instanceof FetchError ? e.message : (e as NodeJS.ErrnoException).code ?? e.message));
+    const deadline = setTimeout(() => fail('timed out'), opts.timeoutMs);
+    req.on('error', (e) => fail((e as NodeJS.ErrnoException).code ?? e.message));
     req.end();
   });
 }
