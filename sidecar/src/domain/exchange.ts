@@ -77,6 +77,18 @@ export interface ExchangeSummary {
   /** What to bill: null when nothing was delivered (the hold is released). */
   readonly billable: Usage | null;
   readonly ctx: InferenceContext | null;
+  readonly timings: ExchangeTimings;
+}
+
+/** Milliseconds from the start of the exchange (ext_proc's first message); null: the phase did not happen. */
+export interface ExchangeTimings {
+  /** Until the provider's response headers arrived. */
+  readonly requestMs: number | null;
+  /** Until the first event of a streamed response went to the caller. */
+  readonly firstEventMs: number | null;
+  /** From the provider's response headers to the end of the response. */
+  readonly responseMs: number | null;
+  readonly totalMs: number;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
@@ -102,6 +114,10 @@ export class Exchange {
   private upstreamStatus: number | null = null;
   private held: number | null = null;
   private startedAt = Date.now();
+  /** Monotonic clock readings for the phase timings. */
+  private readonly t0 = performance.now();
+  private responseAt: number | null = null;
+  private firstEventAt: number | null = null;
 
   constructor(private readonly deps: ExchangeDeps) {}
 
@@ -163,6 +179,7 @@ export class Exchange {
 
   responseHeaders(status: number, headerNames: readonly string[], contentType: string | undefined, endOfStream = false): Action {
     this.upstreamStatus = status;
+    this.responseAt = performance.now();
     // A local reply of an earlier filter (an ext_authz denial) passes by untouched.
     if (!this.requestId) return { kind: 'continue', passResponse: true };
     const ctx = this.ctx;
@@ -191,6 +208,7 @@ export class Exchange {
       }
       if (out.length > 0 && !this.delivered) {
         this.delivered = true;
+        this.firstEventAt = performance.now();
         this.status = 200; // the caller's headers go out with this first event
       }
       if (endOfStream) this.finishStream();
@@ -265,6 +283,7 @@ export class Exchange {
   }
 
   summary(): ExchangeSummary {
+    const now = performance.now();
     return {
       requestId: this.requestId,
       method: this.method,
@@ -282,6 +301,12 @@ export class Exchange {
       startedAt: this.startedAt,
       billable: this.billable(),
       ctx: this.ctx,
+      timings: {
+        requestMs: this.responseAt === null ? null : this.responseAt - this.t0,
+        firstEventMs: this.firstEventAt === null ? null : this.firstEventAt - this.t0,
+        responseMs: this.responseAt === null ? null : now - this.responseAt,
+        totalMs: now - this.t0,
+      },
     };
   }
 

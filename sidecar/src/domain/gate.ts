@@ -26,24 +26,30 @@ export type GateOutcome =
     };
 
 export class Gate {
+  private readonly policyNow: () => AdmissionPolicy;
+
   constructor(
     private readonly authorizer: Authorizer,
     private readonly billing: Billing,
-    private readonly policy: AdmissionPolicy,
+    /** The policy, or where to read the current one (it changes on a configuration reload). */
+    policy: AdmissionPolicy | (() => AdmissionPolicy),
     private readonly apiPrefix: string,
     private readonly admissions?: AdmissionCache,
-  ) {}
+  ) {
+    this.policyNow = typeof policy === 'function' ? policy : () => policy;
+  }
 
   async check(req: GateRequest): Promise<GateOutcome> {
     const auth = await this.authorizer.authorize(req);
     if (!auth.ok) return auth;
+    const policy = this.policyNow();
     // Envoy hands over up to limits.maxResponseBytes of body (its buffer limit covers both
     // directions); anything above the request limit is refused here, on every path.
-    if (req.body && req.body.length > this.policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
+    if (req.body && req.body.length > policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
     const endpoint = auth.principal ? bodyEndpointOf(req.path, this.apiPrefix) : null;
     if (!endpoint || !auth.principal) return { ok: true, principal: auth.principal, inference: null };
 
-    const admission = admitBody(endpoint, req.method, req.body, this.policy);
+    const admission = admitBody(endpoint, req.method, req.body, policy);
     if (!admission.ok) return admission;
     const held = await this.billing.admit(auth.principal, admission.ctx, req.requestId);
     if (!held.ok) return held;

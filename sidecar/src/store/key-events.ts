@@ -4,10 +4,22 @@ import type { Config } from '../config/schema.js';
 import { redisClientOptions } from './redis-client-options.js';
 
 /**
- * "This key changed" messages between gateway instances (a revocation must
- * reach every instance's key cache). Redis pub/sub for deployments; an
- * in-process emitter for the embedded store.
+ * Messages between gateway instances on named topics: "this key changed" (a
+ * revocation must reach every instance's key cache) and "the configuration
+ * was reloaded" (an alias move reaches every instance). Redis pub/sub for
+ * deployments (one publishing and one subscribing connection for all
+ * topics); an in-process emitter for the embedded store.
  */
+export interface Broadcast {
+  publish(topic: string, message: string): Promise<void>;
+  /**
+   * `message`: one published on this topic. `null`: the subscription was
+   * (re)established, so messages may have been missed meanwhile.
+   */
+  subscribe(topic: string, listener: (message: string | null) => void): void;
+  close(): Promise<void>;
+}
+
 export interface KeyEvents {
   publish(hash: string): Promise<void>;
   /**
@@ -18,22 +30,24 @@ export interface KeyEvents {
   close(): Promise<void>;
 }
 
-export function createKeyEvents(cfg: Config): KeyEvents {
+const KEYS_TOPIC = 'keys:changed';
+
+export function createBroadcast(cfg: Config): Broadcast {
   if (cfg.store.kind === 'memory') {
     const bus = new EventEmitter();
     return {
-      async publish(hash) {
-        bus.emit('changed', hash);
+      async publish(topic, message) {
+        bus.emit(topic, message);
       },
-      subscribe(listener) {
-        bus.on('changed', listener);
+      subscribe(topic, listener) {
+        bus.on(topic, listener);
       },
       async close() {
         bus.removeAllListeners();
       },
     };
   }
-  const channel = `${cfg.brand}:keys:changed`;
+  const channel = (topic: string) => `${cfg.brand}:${topic}`;
   const retryStrategy = (n: number) => Math.min(50 * 2 ** n, 1000);
   const client = redisClientOptions(cfg.store);
   const pub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: 1, retryStrategy });
@@ -43,22 +57,37 @@ export function createKeyEvents(cfg: Config): KeyEvents {
   const sub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: null, retryStrategy });
   pub.on('error', () => {});
   sub.on('error', () => {});
-  const listeners: Array<(hash: string | null) => void> = [];
-  const notify = (hash: string | null) => listeners.forEach((l) => l(hash));
-  sub.on('message', (_ch: string, hash: string) => notify(hash));
-  sub.on('ready', () => {
-    sub.subscribe(channel).then(() => notify(null), () => {});
-  });
+  const listeners = new Map<string, Array<(message: string | null) => void>>();
+  sub.on('message', (ch: string, message: string) => listeners.get(ch)?.forEach((l) => l(message)));
+  const subscribeAll = () => {
+    for (const [ch, ls] of listeners) sub.subscribe(ch).then(() => ls.forEach((l) => l(null)), () => {});
+  };
+  sub.on('ready', subscribeAll);
   return {
-    async publish(hash) {
-      await pub.publish(channel, hash);
+    async publish(topic, message) {
+      await pub.publish(channel(topic), message);
     },
-    subscribe(listener) {
-      listeners.push(listener);
+    subscribe(topic, listener) {
+      const ch = channel(topic);
+      const ls = listeners.get(ch);
+      if (ls) ls.push(listener);
+      else {
+        listeners.set(ch, [listener]);
+        if (sub.status === 'ready') sub.subscribe(ch).then(() => listener(null), () => {});
+      }
     },
     async close() {
       pub.disconnect();
       sub.disconnect();
     },
+  };
+}
+
+/** Key changes over a broadcast (its own, unless one is given to share). */
+export function createKeyEvents(cfg: Config, broadcast: Broadcast = createBroadcast(cfg)): KeyEvents {
+  return {
+    publish: (hash) => broadcast.publish(KEYS_TOPIC, hash),
+    subscribe: (listener) => broadcast.subscribe(KEYS_TOPIC, listener),
+    close: () => broadcast.close(),
   };
 }

@@ -20,6 +20,10 @@ export interface AdminDeps {
   readonly log: Logger;
   /** False once a stop has begun: /readyz answers 503 so load balancers send nothing new. */
   readonly accepting?: () => boolean;
+  /** Prometheus exposition (GET /metrics, admin token required like every operator endpoint). */
+  readonly metrics?: { readonly contentType: string; text(): Promise<string> };
+  /** Re-reads the configuration file and applies it on every instance (POST /admin/config/reload). */
+  readonly reloadConfig?: () => Promise<{ ok: true; generation: number; moved: readonly string[]; changed: boolean } | { ok: false; problems: readonly string[] }>;
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
@@ -75,6 +79,16 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
         return reply.code(201).send({ key, ...keyView(record, deps.brand) });
       },
     );
+    admin.get('/metrics', async (_req, reply) => {
+      if (!deps.metrics) return reply.code(404).send({ error: 'metrics are not enabled' });
+      return reply.header('content-type', deps.metrics.contentType).send(await deps.metrics.text());
+    });
+    admin.post('/admin/config/reload', async (_req, reply) => {
+      if (!deps.reloadConfig) return reply.code(404).send({ error: 'reload is not available' });
+      const r = await deps.reloadConfig();
+      if (!r.ok) return reply.code(422).send({ error: 'configuration refused; nothing changed', problems: r.problems });
+      return { status: r.changed ? 'applied' : 'unchanged', generation: r.generation, aliases_moved: r.moved };
+    });
     admin.get<{ Params: { id: string } }>('/admin/tenants/:id/keys', async (req) => {
       const keys = await deps.store.listKeys(req.params.id);
       return { data: keys.map((k) => keyView(k, deps.brand)) };

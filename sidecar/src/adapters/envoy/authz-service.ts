@@ -60,6 +60,10 @@ export interface AuthzDeps {
   readonly log: Logger;
   /** Stopping: new requests are refused (503, Retry-After) while those in flight finish. */
   readonly lifecycle?: Lifecycle;
+  /** Each check's duration and, when refused, its status and error code (metrics). */
+  readonly observe?: (ms: number, path: string, refused: { readonly status: number; readonly code: string | null } | null) => void;
+  /** A check that threw (Envoy answers with the 503 envelope). */
+  readonly onFailure?: () => void;
 }
 
 /** Internal routing header: tells Envoy's route table how the response will flow. */
@@ -86,8 +90,10 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
       const http = attrs?.request?.http;
       const headers = http?.headers ?? {};
       const requestId = headers['x-request-id'] ?? '';
+      const t0 = performance.now();
       const body = http?.rawBody && http.rawBody.length ? http.rawBody : http?.body ? Buffer.from(http.body) : null;
       if (deps.lifecycle?.draining) {
+        deps.observe?.(performance.now() - t0, http?.path ?? '', Errors.restarting);
         deps.log.info({ request_id: requestId, path: http?.path, status: Errors.restarting.status, code: Errors.restarting.code }, 'request refused: stopping');
         callback(null, denied(gatewayError(Errors.restarting), requestId));
         return;
@@ -103,10 +109,12 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
       (deps.lifecycle ? deps.lifecycle.track(check) : check)
         .then((outcome) => {
           if (!outcome.ok) {
+            deps.observe?.(performance.now() - t0, http?.path ?? '', outcome.error.entry);
             deps.log.info({ request_id: requestId, path: http?.path, status: outcome.error.entry.status, code: outcome.error.entry.code }, 'request refused');
             callback(null, denied(outcome.error, requestId, outcome.retryAfter));
             return;
           }
+          deps.observe?.(performance.now() - t0, http?.path ?? '', null);
           const p = outcome.principal;
           const fields = p ? principalToMetadata(p) : null;
           let setHeaders;
@@ -129,6 +137,7 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
         })
         .catch((err: unknown) => {
           deps.log.error({ request_id: requestId, err: (err as Error).name }, 'authorization failed');
+          deps.onFailure?.();
           callback({ code: 13, message: 'internal' } as never, null);
         });
     },

@@ -63,7 +63,8 @@ function isEmptyPiece(res: ProcessingResponse): boolean {
 }
 
 export interface ExtProcDeps {
-  readonly exchange: ExchangeDeps;
+  /** What exchanges need, or where to read it per exchange (it changes on a configuration reload). */
+  readonly exchange: ExchangeDeps | (() => ExchangeDeps);
   readonly log: Logger;
   /** The request's hold is now this exchange's to settle or release. */
   readonly claim: (tenantId: string, requestId: string) => void;
@@ -73,6 +74,8 @@ export interface ExtProcDeps {
   readonly onSummary: (summary: ExchangeSummary) => void;
   /** Where the exchanges under way are listed (a stop waits for them, then ends those left). */
   readonly live?: LiveExchanges;
+  /** A handler step threw (the exchange fails with a gRPC INTERNAL status). */
+  readonly onFailure?: () => void;
 }
 
 /** The exchanges this process is serving now. */
@@ -104,14 +107,14 @@ export class LiveExchanges {
 export function createExternalProcessorService(deps: ExtProcDeps): ExternalProcessorServer {
   return {
     process(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
-      const exchange = new Exchange(deps.exchange);
+      const exchange = new Exchange(typeof deps.exchange === 'function' ? deps.exchange() : deps.exchange);
       let finished = false;
-      const finish = (abandoned: boolean) => {
+      const finish = (abandoned: boolean, summary?: ExchangeSummary) => {
         if (finished) return;
         finished = true;
         deps.live?.delete(endNow);
         if (abandoned) exchange.abandon();
-        deps.onSummary(exchange.summary());
+        deps.onSummary(summary ?? exchange.summary());
       };
       const endNow = () => {
         if (finished) return;
@@ -127,6 +130,7 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       const fail = (err: unknown) => {
         if (stall) clearTimeout(stall);
         deps.log.error({ err: (err as Error).name, msg: (err as Error).message }, 'ext_proc handler failed');
+        deps.onFailure?.();
         finish(true);
         // A status, not a bare destroy (which leaves Envoy waiting for one): Envoy fails closed.
         call.emit('error', { code: status.INTERNAL, details: 'ext_proc handler failed' });
@@ -167,12 +171,16 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           if (!res.immediateResponse) call.write(heldHeaders);
           heldHeaders = null;
         }
-        call.write(res);
         const streamedEnd = res.responseBody?.response?.bodyMutation?.streamedResponse?.endOfStream ?? false;
         const bufferedEnd = (req?.responseBody?.endOfStream ?? false) && !res.responseBody?.response?.bodyMutation?.streamedResponse;
-        if (res.immediateResponse || streamedEnd || bufferedEnd || res.modeOverride === PASS_RESPONSE) {
+        const ending = res.immediateResponse !== undefined || streamedEnd || bufferedEnd || res.modeOverride === PASS_RESPONSE;
+        // The exchange's last answer carries what Envoy's access log reads (alias, tokens, outcome).
+        const summary = ending && exchange.started ? exchange.summary() : undefined;
+        if (summary) res.dynamicMetadata = { [ACCESS_LOG_NAMESPACE]: accessLogFields(summary) };
+        call.write(res);
+        if (ending) {
           if (stall) clearTimeout(stall);
-          finish(false);
+          finish(false, summary);
           // Close our side cleanly: Envoy then carries on without ext_proc instead of
           // resetting the stream (a reset per request trips HTTP/2 rapid-reset limits).
           call.end();
@@ -203,6 +211,25 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       call.on('cancelled', gone);
     },
   };
+}
+
+/**
+ * Dynamic metadata namespace the sidecar writes at the end of an exchange
+ * (Envoy: ext_proc metadata_options.receiving_namespaces); the access log reads it.
+ */
+export const ACCESS_LOG_NAMESPACE = 'gateway';
+
+/** Only ids, the alias, counts and the outcome: never a key, a prompt or an internal model name. */
+function accessLogFields(s: ExchangeSummary): Record<string, string | number> {
+  const out: Record<string, string | number> = { outcome: s.outcome };
+  if (s.alias) out.alias = s.alias;
+  if (s.errorCode) out.code = s.errorCode;
+  if (s.usage) {
+    out.prompt_tokens = s.usage.promptTokens;
+    out.completion_tokens = s.usage.completionTokens;
+    out.usage_estimated = s.usage.estimated ? 'true' : 'false';
+  }
+  return out;
 }
 
 /** What ext_authz left for this request in dynamic metadata: the principal and the hold. */

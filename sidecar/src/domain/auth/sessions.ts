@@ -58,7 +58,11 @@ export class SessionVerifier {
   private lastFetch = 0;
   private inflight: Promise<void> | null = null;
 
-  constructor(private readonly opts: SessionVerifierOptions) {
+  constructor(
+    private readonly opts: SessionVerifierOptions,
+    /** Told about every load or fetch of the public keys (metrics). */
+    private readonly onRefresh: (ok: boolean) => void = () => {},
+  ) {
     const source = opts.jwksFile ? 'file' : opts.jwksUrl ? 'url' : null;
     this.state = { configured: source !== null, source, keys_loaded: 0, last_refresh: null, last_refresh_ok: null };
     if (opts.jwksFile) this.load(JSON.parse(readFileSync(opts.jwksFile, 'utf8')) as JSONWebKeySet);
@@ -103,6 +107,7 @@ export class SessionVerifier {
     this.state.keys_loaded = jwks.keys.length;
     this.state.last_refresh = new Date().toISOString();
     this.state.last_refresh_ok = true;
+    this.onRefresh(true);
   }
 
   /** URL source: fetch when stale, or when a token names an unknown key id (at most every 30 s). */
@@ -121,6 +126,7 @@ export class SessionVerifier {
       } catch {
         this.state.last_refresh = new Date().toISOString();
         this.state.last_refresh_ok = false;
+        this.onRefresh(false);
       } finally {
         this.inflight = null;
       }

@@ -2,6 +2,7 @@ import type { Config, Price } from '../../config/schema.js';
 import { StoreUnavailableError } from '../../store/contract.js';
 import type { Ledger, SettleInput } from '../../store/ledger-contract.js';
 import type { Principal } from '../auth/principal.js';
+import type { ResolvedAlias } from '../catalog.js';
 import { Errors, gatewayError, type GatewayError } from '../errors.js';
 import type { InferenceContext } from '../request-context.js';
 import type { Usage } from '../usage.js';
@@ -19,6 +20,16 @@ import { costOf, dayOf, minuteOf, periodOf, worstCase } from './pricing.js';
 export interface BillingEvents {
   settled(info: { requestId: string; charged: number; uncovered: number; estimated: boolean }): void;
   failed(what: string, err: unknown): void;
+  /** A hold this process placed (not a replay of one already placed). */
+  holdOpened?(amount: number): void;
+  /** A hold nobody claimed, released after the grace period. */
+  unclaimedReleased?(amount: number): void;
+  /**
+   * What became of a settlement or release: applied at once, journaled (the
+   * store was unreachable), retried from the journal and applied, or failed
+   * (never applicable).
+   */
+  operation?(op: PendingOp['op'], result: 'applied' | 'journaled' | 'retried' | 'failed'): void;
 }
 
 export interface Admitted {
@@ -39,10 +50,16 @@ export interface Finished {
 }
 
 export class Billing {
-  private readonly prices: Readonly<Record<string, Price>>;
+  private prices: Readonly<Record<string, Price>>;
+  /**
+   * The price of each alias assignment as it was when requests were admitted:
+   * a request admitted before a reload is settled at the price it was held at
+   * (its ctx keeps the ResolvedAlias of the catalogue it was admitted under).
+   */
+  private readonly priceAtAdmission = new WeakMap<ResolvedAlias, Price>();
   private retrying = false;
   /** Holds this process placed that no response processing has claimed yet. */
-  private readonly unclaimed = new Map<string, { readonly tenantId: string; readonly timer: NodeJS.Timeout }>();
+  private readonly unclaimed = new Map<string, { readonly tenantId: string; readonly timer: NodeJS.Timeout; readonly amount: number }>();
   /** Holds this process keeps alive (request id → tenant): their leases are renewed until settled or released. */
   private readonly live = new Map<string, string>();
   /** Settlements and releases under way (a stop waits for them). */
@@ -50,7 +67,7 @@ export class Billing {
 
   constructor(
     private readonly ledger: Ledger,
-    private readonly cfg: Config['billing'],
+    private cfg: Config['billing'],
     private readonly journal: SettlementJournal,
     private readonly events: BillingEvents,
     private readonly now: () => number = Date.now,
@@ -60,8 +77,21 @@ export class Billing {
     this.prices = cfg.prices;
   }
 
+  /**
+   * A reloaded configuration: new requests are held and settled with these
+   * settings; requests admitted under the catalogue before keep its prices.
+   */
+  reconfigure(cfg: Config['billing'], catalog: Iterable<ResolvedAlias>): void {
+    for (const r of catalog) {
+      const p = cfg.prices[r.internalModel];
+      if (p) this.priceAtAdmission.set(r, p);
+    }
+    this.cfg = cfg;
+    this.prices = cfg.prices;
+  }
+
   private priceOf(ctx: InferenceContext): Price {
-    const p = this.prices[ctx.resolved.internalModel];
+    const p = this.priceAtAdmission.get(ctx.resolved) ?? this.prices[ctx.resolved.internalModel];
     if (!p) throw new Error('no price for a configured model'); // prevented by config validation
     return p;
   }
@@ -107,7 +137,8 @@ export class Billing {
     if (outcome.ok) {
       if (!outcome.replay) {
         this.live.set(requestId, principal.tenantId);
-        this.releaseIfNeverClaimed(principal.tenantId, requestId);
+        this.events.holdOpened?.(worst.cost);
+        this.releaseIfNeverClaimed(principal.tenantId, requestId, worst.cost);
       }
       return { ok: true, admitted: { held: worst.cost } };
     }
@@ -134,10 +165,10 @@ export class Billing {
    * filters reach this same process (a sidecar beside its Envoy) the claim is
    * local and costs nothing; otherwise it is recorded in the store.
    */
-  private releaseIfNeverClaimed(tenantId: string, requestId: string): void {
+  private releaseIfNeverClaimed(tenantId: string, requestId: string, amount: number): void {
     const timer = setTimeout(() => this.releaseUnclaimed(requestId), this.cfg.claimGraceSeconds * 1000);
     timer.unref();
-    this.unclaimed.set(requestId, { tenantId, timer });
+    this.unclaimed.set(requestId, { tenantId, timer, amount });
   }
 
   private releaseUnclaimed(requestId: string): Promise<void> {
@@ -145,6 +176,7 @@ export class Billing {
     if (!u) return Promise.resolve();
     clearTimeout(u.timer);
     this.unclaimed.delete(requestId);
+    this.events.unclaimedReleased?.(u.amount);
     // Claimed elsewhere (another instance's ext_proc), that instance keeps the lease from now on.
     this.live.delete(requestId);
     return this.ledger.releaseUnclaimed(u.tenantId, requestId).then(
@@ -225,6 +257,7 @@ export class Billing {
     } catch (err) {
       // Not a figure the ledger could ever take: record the failure, free the hold.
       this.events.failed('settle', err);
+      this.events.operation?.('settle', 'failed');
       return this.apply(release);
     }
     await this.apply({ op: 'settle', input });
@@ -269,17 +302,20 @@ export class Billing {
   private async apply(op: PendingOp): Promise<void> {
     try {
       await this.run(op);
+      this.events.operation?.(op.op, 'applied');
     } catch (err) {
       this.events.failed(op.op, err);
       // Only an unreachable store is worth retrying; an input the ledger refuses never
       // will be (its hold is released by the reaper when it expires).
       if (err instanceof StoreUnavailableError) this.journalOnly(op);
+      else this.events.operation?.(op.op, 'failed');
     }
   }
 
   private journalOnly(op: PendingOp): void {
     try {
       this.journal.append(op);
+      this.events.operation?.(op.op, 'journaled');
     } catch (journalErr) {
       this.events.failed('journal', journalErr);
     }
@@ -296,6 +332,7 @@ export class Billing {
       for (const op of pending) {
         try {
           await this.run(op);
+          this.events.operation?.(op.op, 'retried');
         } catch {
           left.push(op);
         }
