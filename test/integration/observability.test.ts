@@ -1,4 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../../sidecar/stack/paths.js';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { call, post } from '../harness/http.js';
 import { readSse } from '../harness/sse.js';
@@ -157,5 +161,31 @@ describe("Envoy's access log (JSON lines)", () => {
     await envoyLine(r.headers.get('x-request-id') as string);
     const all = gw.stack.process('envoy').lines.join('\n');
     for (const s of [gw.key, gw.upstreamKey, 'secret-prompt-words', ...INTERNAL]) expect(all).not.toContain(s);
+  });
+});
+
+describe('the committed dashboard and alert rules', () => {
+  const dir = join(REPO_ROOT, 'deploy', 'observability');
+  const dashboard = JSON.parse(readFileSync(join(dir, 'grafana-dashboard.json'), 'utf8'));
+  const rules = parseYaml(readFileSync(join(dir, 'alerts.yaml'), 'utf8'));
+  const exprs: string[] = [
+    ...dashboard.panels.flatMap((p: { targets: { expr: string }[] }) => p.targets.map((t) => t.expr)),
+    ...rules.groups.flatMap((g: { rules: { expr: string }[] }) => g.rules.map((r) => r.expr)),
+  ];
+  const used = [...new Set(exprs.flatMap((e) => [...e.matchAll(/\b((?:gateway|envoy)_[a-z0-9_]+)\b(?!\s*[=!])/g)].map((m) => m[1] as string)))];
+  const exported = (text: string) => new Set(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/[{ ]/, 1)[0]));
+
+  it('are well formed: every rule has a name, an expression and a severity', () => {
+    expect(used.length).toBeGreaterThan(15);
+    for (const g of rules.groups) for (const r of g.rules) expect(r, JSON.stringify(r)).toMatchObject({ alert: expect.any(String), expr: expect.any(String), labels: { severity: expect.any(String) } });
+    const alerts = rules.groups.flatMap((g: { rules: { alert: string }[] }) => g.rules.map((r) => r.alert));
+    for (const a of ['GatewayStoreUnreachable', 'GatewaySettlementJournalGrowing', 'GatewaySidecarErrors', 'EnvoyExtAuthzFailures', 'EnvoyExtProcFailures', 'ProviderServerErrors']) expect(alerts).toContain(a);
+  });
+
+  it('use only metrics that the sidecar (gateway_*) or this real Envoy (envoy_*) exports', async () => {
+    const sidecar = exported((await metricsText()).text);
+    const envoy = exported(await (await fetch(`${gw.stack.envoyAdminUrl}/stats/prometheus`)).text());
+    const missing = used.filter((m) => !(m.startsWith('gateway_') ? sidecar : envoy).has(m));
+    expect(missing).toEqual([]);
   });
 });

@@ -129,7 +129,7 @@ export class GatewayMetrics {
       registers,
     });
     this.settlements = new Children((v) => settlements.labels(...v));
-    for (const op of ['settle', 'release'] as const) for (const r of ['applied', 'journaled', 'retried', 'failed'] as const) this.settlements.get(op, r);
+    for (const op of ['settle', 'release'] as const) for (const r of ['applied', 'journaled', 'retried', 'failed'] as const) this.settlements.get(op, r).inc(0);
     this.journalPending = new Gauge({ name: `${p}settlement_journal_pending`, help: 'Operations waiting in the local settlement journal', registers });
     const storeOps = new Histogram({
       name: `${p}store_operation_duration_seconds`,
@@ -149,7 +149,7 @@ export class GatewayMetrics {
     const storeUp = new Gauge({ name: `${p}store_up`, help: '1 when the last periodic ping of the store succeeded', labelNames: ['store'], registers });
     this.storeUp = new Children((v) => storeUp.labels(...v));
     for (const s of ['keys', 'ledger'] as const) {
-      this.storeErrors.get(s);
+      this.storeErrors.get(s).inc(0);
       this.storeUp.get(s);
     }
     this.streamsAborted = this.oneLabelCounter(
@@ -182,7 +182,8 @@ export class GatewayMetrics {
   private oneLabelCounter(name: string, help: string, label: string, values: readonly string[]): Children<CounterChild> {
     const c = new Counter({ name: `${METRIC_PREFIX}${name}`, help, labelNames: [label], registers: [this.registry] });
     const children = new Children((v) => c.labels(...v));
-    for (const v of values) children.get(v);
+    // Exported at 0 from the start, so rate() and alerts see them before the first event.
+    for (const v of values) children.get(v).inc(0);
     return children;
   }
 
