@@ -40,7 +40,11 @@ export class AdminClient {
     });
     const text = await res.text();
     const parsed = text ? (JSON.parse(text) as unknown) : {};
-    if (!res.ok) throw new AdminError(res.status, (parsed as { error?: string }).error ?? `HTTP ${res.status}`);
+    if (!res.ok) {
+      const { error, problems } = parsed as { error?: string; problems?: string[] };
+      const why = Array.isArray(problems) && problems.length ? `:\n  - ${problems.join('\n  - ')}` : '';
+      throw new AdminError(res.status, `${error ?? `HTTP ${res.status}`}${why}`);
+    }
     return parsed as T;
   }
 
@@ -76,6 +80,10 @@ export class AdminClient {
       'GET',
       `/admin/tenants/${encodeURIComponent(tenantId)}/usage-records?limit=${limit}`,
     );
+  }
+  /** Re-reads the configuration file on that instance and applies it on every instance. */
+  reloadConfig() {
+    return this.call<{ status: 'applied' | 'unchanged'; generation: number; aliases_moved: string[] }>('POST', '/admin/config/reload');
   }
   revokeKey(keyId: string) {
     return this.call<Omit<KeyCreated, 'key'>>('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`, {});

@@ -25,6 +25,9 @@ const HELP = `usage: npm run cli -- <command> [options]
   cap set --tenant ID --amount 100     monthly spend cap; cap clear --tenant ID removes it
   account --tenant ID                  balance, held, this month's spend and cap
   ledger --tenant ID [--limit 50]      money movements, newest first
+  config reload                        re-read the configuration file and apply it on every
+                                       instance (alias moves, prices, limits); refused as a
+                                       whole, with the reasons, if anything is wrong
   session mint --user ID --workspace TENANT[:role] [--workspace …] [--ttl 3600]
                                        mint a platform session token with the local
                                        development identity provider (.run/dev-idp; DEV_IDP_DIR)
@@ -112,6 +115,9 @@ async function run(argv: string[]): Promise<number> {
   } else if (noun === 'ledger') {
     const { data } = await api.ledger(need(values.tenant, '--tenant'), values.limit ? Number(values.limit) : 50);
     out(data.map((e) => `${e.time}\t${e.type}\t${fromMicros(e.amount)}\t${fromMicros(e.balanceAfter)}\t${e.requestId ?? e.reason ?? ''}`).join('\n'), data);
+  } else if (noun === 'config' && verb === 'reload') {
+    const r = await api.reloadConfig();
+    out(`${r.status}: generation ${r.generation}${r.aliases_moved.length ? `, moved ${r.aliases_moved.join(', ')}` : ''}`, r);
   } else if (noun === 'key' && verb === 'revoke') {
     const k = await api.revokeKey(need(arg, 'KEY_ID'));
     out(`${k.id} ${k.status}`, k);

@@ -32,6 +32,8 @@ export interface Stack {
   readonly gatewayUrl: string;
   readonly adminUrl: string;
   readonly adminToken: string;
+  /** The configuration file the sidecar reads (GATEWAY_CONFIG): edit it and reload. */
+  readonly configPath: string;
   readonly envoyAdminUrl: string;
   readonly simulatorUrl: string;
   readonly processes: ManagedProcess[];
@@ -119,6 +121,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       gatewayUrl: `http://${hostForUrl}:${cfg.listen.gateway.port}`,
       adminUrl,
       adminToken: readFileSync(tokenFile, 'utf8').trim(),
+      configPath,
       envoyAdminUrl,
       simulatorUrl: `${upstream.protocol}//${upstream.host}`,
       processes,
