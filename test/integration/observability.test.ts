@@ -1,6 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../sidecar/stack/paths.js';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
@@ -187,5 +188,36 @@ describe('the committed dashboard and alert rules', () => {
     const envoy = exported(await (await fetch(`${gw.stack.envoyAdminUrl}/stats/prometheus`)).text());
     const missing = used.filter((m) => !(m.startsWith('gateway_') ? sidecar : envoy).has(m));
     expect(missing).toEqual([]);
+  });
+});
+
+describe("the container hooks that talk to Envoy's admin (no curl in the Envoy image: bash /dev/tcp)", () => {
+  const onThisEnvoy = (cmd: string) => cmd.replaceAll('127.0.0.1/9901', `127.0.0.1/${new URL(gw.stack.envoyAdminUrl).port}`);
+  const run = (script: string, env: Record<string, string> = {}) => {
+    try {
+      return { code: 0, out: execFileSync('bash', ['-c', script], { encoding: 'utf8', env: { ...process.env, ...env } }) };
+    } catch (err) {
+      return { code: (err as { status: number }).status, out: '' };
+    }
+  };
+
+  it("docker-compose's Envoy health check passes against a serving Envoy and fails where none listens", () => {
+    const compose = parseYaml(readFileSync(join(REPO_ROOT, 'docker-compose.yml'), 'utf8'), { merge: true });
+    const [kind, shell, flag, script] = compose.services.envoy.healthcheck.test as string[];
+    expect([kind, shell, flag]).toEqual(['CMD', 'bash', '-c']);
+    expect(run(onThisEnvoy(script as string)).code).toBe(0);
+    expect(run((script as string).replace('127.0.0.1/9901', '127.0.0.1/1')).code).not.toBe(0);
+  });
+
+  it("the Kubernetes preStop hook starts Envoy's graceful drain, then waits (run last: it drains this gateway)", async () => {
+    const dep = parseAllDocuments(readFileSync(join(REPO_ROOT, 'deploy', 'k8s', 'base', 'gateway-deployment.yaml'), 'utf8'))[0]!.toJSON();
+    const envoy = dep.spec.template.spec.containers.find((c: { name: string }) => c.name === 'envoy');
+    const [shell, flag, script] = envoy.lifecycle.preStop.exec.command as string[];
+    expect([shell, flag]).toEqual(['bash', '-c']);
+    const hook = run(onThisEnvoy(script as string), { STREAM_DRAIN_SECONDS: '0' });
+    expect(hook.code).toBe(0);
+    expect(hook.out).toMatch(/^HTTP\/1\.1 200 /); // Envoy accepted the drain
+    // Draining, Envoy still serves requests (streams in flight finish; the listener stops after --drain-time-s).
+    expect((await call(`${gw.base}/models`, { key: gw.key })).status).toBe(200);
   });
 });
