@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeSummary } from '../domain/exchange.js';
+import { FastHistogram, FastValue, type HistogramChild, type ValueChild } from './fast-metrics.js';
 
 /**
  * The sidecar's Prometheus metrics (served on the operator port, /metrics).
@@ -8,9 +9,10 @@ import type { ExchangeSummary } from '../domain/exchange.js';
  * caller typed), HTTP status, error code (the catalogue's), phase, result.
  * No tenant id, key id or credential is ever a label or a value.
  *
- * The hot path stays cheap: label children are looked up in nested maps
- * (created once per label combination, then reused), phase histograms are
- * created up front, and nothing here allocates per request beyond that.
+ * The hot path stays cheap: per-request metrics are fast-metrics.ts's plain
+ * numbers (a label combination is found through nested maps, created once),
+ * the children of fixed label sets are looked up once here, and nothing is
+ * formatted until Prometheus scrapes.
  */
 
 export const METRIC_PREFIX = 'gateway_';
@@ -19,44 +21,18 @@ export const METRIC_PREFIX = 'gateway_';
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 const STORE_BUCKETS = [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
-export type Phase = 'authorization' | 'request' | 'first_event' | 'response' | 'end_to_end';
+const PHASES = ['authorization', 'request', 'first_event', 'response', 'end_to_end'] as const;
+export type Phase = (typeof PHASES)[number];
 export type StoreName = 'keys' | 'ledger';
 export type SettlementResult = 'applied' | 'journaled' | 'retried' | 'failed';
 export type ErrorSite = 'authorization' | 'ext_proc' | 'settlement';
-
-/** A cache of label children keyed by label values, one nested map level per label. */
-class Children<C> {
-  private readonly root = new Map<string, unknown>();
-  constructor(private readonly make: (values: string[]) => C) {}
-
-  get(...values: string[]): C {
-    let node = this.root;
-    for (let i = 0; i < values.length - 1; i++) {
-      const v = values[i] as string;
-      let next = node.get(v) as Map<string, unknown> | undefined;
-      if (!next) node.set(v, (next = new Map()));
-      node = next;
-    }
-    const last = values[values.length - 1] as string;
-    let child = node.get(last) as C | undefined;
-    if (child === undefined) {
-      child = this.make(values);
-      node.set(last, child);
-    }
-    return child;
-  }
-}
-
-type CounterChild = ReturnType<Counter['labels']>;
-type HistogramChild = ReturnType<Histogram['labels']>;
-type GaugeChild = ReturnType<Gauge['labels']>;
 
 export interface BuildInfo {
   readonly version: string;
   readonly commit: string;
 }
 
-/** Paths the sidecar sees, as route label values (bounded). */
+/** Paths ext_authz sees, as route label values (bounded); ext_proc's exchanges carry their own route. */
 export function routeLabel(path: string, apiPrefix: string): string {
   const rest = path.startsWith(`${apiPrefix}/`) ? path.slice(apiPrefix.length + 1) : null;
   if (rest === null) return 'outside_api';
@@ -77,156 +53,121 @@ export function routeLabel(path: string, apiPrefix: string): string {
   }
 }
 
+/** A metric's children for a fixed list of label values, created (and so exported at 0) up front. */
+function fixed<C, K extends string>(metric: { labels(...v: string[]): C }, values: readonly K[]): Record<K, C> {
+  return Object.fromEntries(values.map((v) => [v, metric.labels(v)])) as Record<K, C>;
+}
+
 export class GatewayMetrics {
   readonly registry = new Registry();
-  private readonly requests: Children<CounterChild>;
-  private readonly tokens: Children<CounterChild>;
-  private readonly phases = new Map<Phase, HistogramChild>();
-  private readonly holdsOpen: Gauge;
-  private readonly heldAmount: Gauge;
-  private readonly settlements: Children<CounterChild>;
+  private readonly requests: FastValue;
+  private readonly tokens: FastValue;
+  private readonly phases: Record<Phase, HistogramChild>;
+  private readonly holdsOpen: ValueChild;
+  private readonly heldAmount: ValueChild;
+  private readonly settlements: FastValue;
   private readonly journalPending: Gauge;
-  private readonly storeOps: Children<HistogramChild>;
-  private readonly storeErrors: Children<CounterChild>;
-  private readonly storeUp: Children<GaugeChild>;
-  private readonly streamsAborted: Children<CounterChild>;
-  private readonly idpRefreshes: Children<CounterChild>;
-  private readonly errors: Children<CounterChild>;
-  private readonly reloads: Children<CounterChild>;
+  private readonly storeOps: Record<StoreName, { ok: HistogramChild; error: HistogramChild }>;
+  private readonly storeErrors: Record<StoreName, ValueChild>;
+  private readonly storeUp: Gauge;
+  private readonly streamsAborted: Record<'client' | 'provider', ValueChild>;
+  private readonly idpRefreshes: Record<'ok' | 'error', ValueChild>;
+  private readonly errors: Record<ErrorSite, ValueChild>;
+  private readonly reloads: Record<'applied' | 'rejected', ValueChild>;
   private readonly configGeneration: Gauge;
 
   constructor(build: BuildInfo, opts: { processMetrics?: boolean } = {}) {
-    const registers = [this.registry];
+    const r = this.registry;
     const p = METRIC_PREFIX;
-    const requests = new Counter({
-      name: `${p}requests_total`,
-      help: 'Requests seen by the sidecar, by route, alias, HTTP status and error code ("" when none)',
-      labelNames: ['route', 'alias', 'status', 'code'],
-      registers,
-    });
-    this.requests = new Children((v) => requests.labels(...v));
-    const phase = new Histogram({
-      name: `${p}phase_duration_seconds`,
-      help: 'Latency per phase: authorization (ext_authz check in the sidecar), request (until the provider answered with headers), first_event (until the first streamed event reached the caller), response (provider headers to the end of the response), end_to_end (ext_proc start to the end of the response)',
-      labelNames: ['phase'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    for (const ph of ['authorization', 'request', 'first_event', 'response', 'end_to_end'] as const) this.phases.set(ph, phase.labels(ph));
-    const tokens = new Counter({
-      name: `${p}tokens_total`,
-      help: 'Tokens by alias and direction (in: prompt, out: completion, reasoning included)',
-      labelNames: ['alias', 'direction'],
-      registers,
-    });
-    this.tokens = new Children((v) => tokens.labels(...v));
-    this.holdsOpen = new Gauge({ name: `${p}credit_holds_open`, help: 'Credit holds this instance placed that are not settled or released yet', registers });
-    this.heldAmount = new Gauge({ name: `${p}credit_held_micro`, help: 'Micro-units held by the open holds of this instance', registers });
-    const settlements = new Counter({
-      name: `${p}settlements_total`,
-      help: 'Settlements and releases: applied at once, journaled (store unreachable), retried from the journal and applied, failed (never applicable; hold released)',
-      labelNames: ['op', 'result'],
-      registers,
-    });
-    this.settlements = new Children((v) => settlements.labels(...v));
-    for (const op of ['settle', 'release'] as const) for (const r of ['applied', 'journaled', 'retried', 'failed'] as const) this.settlements.get(op, r).inc(0);
-    this.journalPending = new Gauge({ name: `${p}settlement_journal_pending`, help: 'Operations waiting in the local settlement journal', registers });
-    const storeOps = new Histogram({
-      name: `${p}store_operation_duration_seconds`,
-      help: 'Store (keys) and ledger operations, by store and result (ok, error)',
-      labelNames: ['store', 'result'],
-      buckets: STORE_BUCKETS,
-      registers,
-    });
-    this.storeOps = new Children((v) => storeOps.labels(...v));
-    const storeErrors = new Counter({
-      name: `${p}store_errors_total`,
-      help: 'Store operations that failed because the store could not be reached',
-      labelNames: ['store'],
-      registers,
-    });
-    this.storeErrors = new Children((v) => storeErrors.labels(...v));
-    const storeUp = new Gauge({ name: `${p}store_up`, help: '1 when the last periodic ping of the store succeeded', labelNames: ['store'], registers });
-    this.storeUp = new Children((v) => storeUp.labels(...v));
-    for (const s of ['keys', 'ledger'] as const) {
-      this.storeErrors.get(s).inc(0);
-      this.storeUp.get(s);
-    }
-    this.streamsAborted = this.oneLabelCounter(
-      'streams_aborted_total',
-      'Streamed responses that did not end normally: by client (Envoy closed the stream: the client left, or Envoy reset it after a provider connection broke) or by provider (error event, cut short, silent)',
-      'by',
+    this.requests = new FastValue('counter', `${p}requests_total`, 'Requests seen by the sidecar, by route, alias, HTTP status and error code ("" when none)', ['route', 'alias', 'status', 'code'], r);
+    const phase = new FastHistogram(
+      `${p}phase_duration_seconds`,
+      'Latency per phase: authorization (ext_authz check in the sidecar), request (until the provider answered with headers), first_event (until the first streamed event reached the caller), response (provider headers to the end of the response), end_to_end (ext_proc start to the end of the response)',
+      ['phase'],
+      LATENCY_BUCKETS,
+      r,
+    );
+    this.phases = fixed(phase, PHASES);
+    this.tokens = new FastValue('counter', `${p}tokens_total`, 'Tokens by alias and direction (in: prompt, out: completion, reasoning included)', ['alias', 'direction'], r);
+    this.holdsOpen = new FastValue('gauge', `${p}credit_holds_open`, 'Credit holds this instance placed that are not settled or released yet', [], r).labels();
+    this.heldAmount = new FastValue('gauge', `${p}credit_held_micro`, 'Micro-units held by the open holds of this instance', [], r).labels();
+    this.settlements = new FastValue(
+      'counter',
+      `${p}settlements_total`,
+      'Settlements and releases: applied at once, journaled (store unreachable), retried from the journal and applied, failed (never applicable; hold released)',
+      ['op', 'result'],
+      r,
+    );
+    for (const op of ['settle', 'release']) for (const res of ['applied', 'journaled', 'retried', 'failed']) this.settlements.labels(op, res);
+    this.journalPending = new Gauge({ name: `${p}settlement_journal_pending`, help: 'Operations waiting in the local settlement journal', registers: [r] });
+    const storeOps = new FastHistogram(`${p}store_operation_duration_seconds`, 'Store (keys) and ledger operations, by store and result (ok, error)', ['store', 'result'], STORE_BUCKETS, r);
+    const storeOpsOf = (s: StoreName) => ({ ok: storeOps.labels(s, 'ok'), error: storeOps.labels(s, 'error') });
+    this.storeOps = { keys: storeOpsOf('keys'), ledger: storeOpsOf('ledger') };
+    this.storeErrors = fixed(new FastValue('counter', `${p}store_errors_total`, 'Store operations that failed because the store could not be reached', ['store'], r), ['keys', 'ledger']);
+    this.storeUp = new Gauge({ name: `${p}store_up`, help: '1 when the last periodic ping of the store succeeded', labelNames: ['store'], registers: [r] });
+    this.streamsAborted = fixed(
+      new FastValue(
+        'counter',
+        `${p}streams_aborted_total`,
+        'Streamed responses that did not end normally: by client (Envoy closed the stream: the client left, or Envoy reset it after a provider connection broke) or by provider (error event, cut short, silent)',
+        ['by'],
+        r,
+      ),
       ['client', 'provider'],
     );
-    this.idpRefreshes = this.oneLabelCounter('identity_key_refreshes_total', "Fetches or loads of the identity provider's public keys, by result", 'result', ['ok', 'error']);
-    this.errors = this.oneLabelCounter(
-      'sidecar_errors_total',
-      'Internal failures: an authorization that threw (Envoy answers 503), an ext_proc handler that failed, a settlement that failed',
-      'site',
+    this.idpRefreshes = fixed(new FastValue('counter', `${p}identity_key_refreshes_total`, "Fetches or loads of the identity provider's public keys, by result", ['result'], r), ['ok', 'error']);
+    this.errors = fixed(
+      new FastValue('counter', `${p}sidecar_errors_total`, 'Internal failures: an authorization that threw (Envoy answers 503), an ext_proc handler that failed, a settlement that failed', ['site'], r),
       ['authorization', 'ext_proc', 'settlement'],
     );
-    this.reloads = this.oneLabelCounter('config_reloads_total', 'Configuration reloads by result (applied, rejected)', 'result', ['applied', 'rejected']);
-    this.configGeneration = new Gauge({ name: `${p}config_generation`, help: 'Reloads applied since start (0: the configuration read at start)', registers });
-    new Gauge({
-      name: `${p}build_info`,
-      help: 'Build of the running sidecar (always 1)',
-      labelNames: ['version', 'commit', 'node'],
-      registers,
-    })
+    this.reloads = fixed(new FastValue('counter', `${p}config_reloads_total`, 'Configuration reloads by result (applied, rejected)', ['result'], r), ['applied', 'rejected']);
+    this.configGeneration = new Gauge({ name: `${p}config_generation`, help: 'Reloads applied since start (0: the configuration read at start)', registers: [r] });
+    new Gauge({ name: `${p}build_info`, help: 'Build of the running sidecar (always 1)', labelNames: ['version', 'commit', 'node'], registers: [r] })
       .labels(build.version, build.commit, process.version)
       .set(1);
-    if (opts.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: p });
-  }
-
-  /** A counter with one label whose known values are exported (at 0) from the start. */
-  private oneLabelCounter(name: string, help: string, label: string, values: readonly string[]): Children<CounterChild> {
-    const c = new Counter({ name: `${METRIC_PREFIX}${name}`, help, labelNames: [label], registers: [this.registry] });
-    const children = new Children((v) => c.labels(...v));
-    // Exported at 0 from the start, so rate() and alerts see them before the first event.
-    for (const v of values) children.get(v).inc(0);
-    return children;
+    if (opts.processMetrics ?? true) collectDefaultMetrics({ register: r, prefix: p });
   }
 
   /** One finished exchange (ext_proc): request count, tokens, phase latencies, aborted streams. */
-  exchange(s: ExchangeSummary, route: string): void {
-    this.requests.get(route, s.alias ?? '', s.status === null ? '' : String(s.status), s.errorCode ?? '').inc();
+  exchange(s: ExchangeSummary): void {
+    this.requests.labels(s.route, s.alias ?? '', s.status === null ? '' : String(s.status), s.errorCode ?? '').value++;
     const u = s.usage;
     if (u && s.alias) {
-      this.tokens.get(s.alias, 'in').inc(u.promptTokens);
-      this.tokens.get(s.alias, 'out').inc(u.completionTokens);
+      this.tokens.labels(s.alias, 'in').value += u.promptTokens;
+      this.tokens.labels(s.alias, 'out').value += u.completionTokens;
     }
     const t = s.timings;
-    if (t.requestMs !== null) this.observe('request', t.requestMs);
-    if (t.firstEventMs !== null) this.observe('first_event', t.firstEventMs);
-    if (t.responseMs !== null) this.observe('response', t.responseMs);
-    this.observe('end_to_end', t.totalMs);
+    if (t.requestMs !== null) this.phases.request.observe(t.requestMs / 1000);
+    if (t.firstEventMs !== null) this.phases.first_event.observe(t.firstEventMs / 1000);
+    if (t.responseMs !== null) this.phases.response.observe(t.responseMs / 1000);
+    this.phases.end_to_end.observe(t.totalMs / 1000);
     if (s.stream) {
-      if (s.outcome === 'interrupted') this.streamsAborted.get('client').inc();
-      else if (s.outcome === 'upstream_error' && s.status === 200) this.streamsAborted.get('provider').inc();
+      if (s.outcome === 'interrupted') this.streamsAborted.client.value++;
+      else if (s.outcome === 'upstream_error' && s.status === 200) this.streamsAborted.provider.value++;
     }
   }
 
-  /** A request ext_authz refused (it never reaches ext_proc). */
+  /** A request ext_authz refused (it never reaches ext_proc); route from routeLabel(). */
   refused(route: string, status: number, code: string | null): void {
-    this.requests.get(route, '', String(status), code ?? '').inc();
+    this.requests.labels(route, '', String(status), code ?? '').value++;
   }
 
   observe(phase: Phase, ms: number): void {
-    (this.phases.get(phase) as HistogramChild).observe(ms / 1000);
+    this.phases[phase].observe(ms / 1000);
   }
 
   holdOpened(amount: number): void {
-    this.holdsOpen.inc();
-    this.heldAmount.inc(amount);
+    this.holdsOpen.value++;
+    this.heldAmount.value += amount;
   }
 
   holdClosed(amount: number): void {
-    this.holdsOpen.dec();
-    this.heldAmount.dec(amount);
+    this.holdsOpen.value--;
+    this.heldAmount.value -= amount;
   }
 
   settlement(op: 'settle' | 'release', result: SettlementResult): void {
-    this.settlements.get(op, result).inc();
+    this.settlements.labels(op, result).value++;
   }
 
   journal(pending: number): void {
@@ -234,24 +175,24 @@ export class GatewayMetrics {
   }
 
   storeOperation(store: StoreName, seconds: number, ok: boolean, unavailable: boolean): void {
-    this.storeOps.get(store, ok ? 'ok' : 'error').observe(seconds);
-    if (unavailable) this.storeErrors.get(store).inc();
+    this.storeOps[store][ok ? 'ok' : 'error'].observe(seconds);
+    if (unavailable) this.storeErrors[store].value++;
   }
 
   storeReachable(store: StoreName, up: boolean): void {
-    this.storeUp.get(store).set(up ? 1 : 0);
+    this.storeUp.labels(store).set(up ? 1 : 0);
   }
 
   identityRefresh(ok: boolean): void {
-    this.idpRefreshes.get(ok ? 'ok' : 'error').inc();
+    this.idpRefreshes[ok ? 'ok' : 'error'].value++;
   }
 
   error(site: ErrorSite): void {
-    this.errors.get(site).inc();
+    this.errors[site].value++;
   }
 
   reload(applied: boolean, generation: number): void {
-    this.reloads.get(applied ? 'applied' : 'rejected').inc();
+    this.reloads[applied ? 'applied' : 'rejected'].value++;
     if (applied) this.configGeneration.set(generation);
   }
 

@@ -78,6 +78,8 @@ export interface ExchangeSummary {
   readonly billable: Usage | null;
   readonly ctx: InferenceContext | null;
   readonly timings: ExchangeTimings;
+  /** What the path asked for (metrics label; `unknown` for a route miss). */
+  readonly route: ExchangeRoute;
 }
 
 /** Milliseconds from the start of the exchange (ext_proc's first message); null: the phase did not happen. */
@@ -96,7 +98,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 /** Provider response headers the caller may see; every other one is removed. */
 const RESPONSE_HEADERS_KEPT = new Set([':status', 'content-type', 'content-length', 'date', 'cache-control', 'transfer-encoding', 'vary', 'connection']);
 
-type Route = 'chat' | 'embeddings' | 'models' | 'whoami' | 'usage' | 'unknown';
+export type ExchangeRoute = 'chat' | 'embeddings' | 'models' | 'whoami' | 'usage' | 'unknown';
+type Route = ExchangeRoute;
 
 export class Exchange {
   private requestId = '';
@@ -301,6 +304,7 @@ export class Exchange {
       startedAt: this.startedAt,
       billable: this.billable(),
       ctx: this.ctx,
+      route: this.route,
       timings: {
         requestMs: this.responseAt === null ? null : this.responseAt - this.t0,
         firstEventMs: this.firstEventAt === null ? null : this.firstEventAt - this.t0,
