@@ -57,6 +57,12 @@ const servedBy = async (gw: TestGateway, alias: string, want: string) => {
   }
   return got;
 };
+const settingsHashOf = async (gw: TestGateway) => {
+  const text = await (await fetch(`${gw.stack.adminUrl}/metrics`, { headers: { authorization: `Bearer ${gw.stack.adminToken}` } })).text();
+  const m = /^gateway_config_info\{settings_hash="([0-9a-f]+)"\} 1$/m.exec(text);
+  expect(m, 'gateway_config_info').not.toBeNull();
+  return m![1];
+};
 const sidecarJson = (gw: TestGateway) =>
   gw.stack
     .process('sidecar')
@@ -70,6 +76,8 @@ const sidecarJson = (gw: TestGateway) =>
 
 describe('configuration reload', () => {
   it('moves a floating alias on every instance through one operator call, and logs an audit line', async () => {
+    const firstHash = await settingsHashOf(a);
+    expect(firstHash).toBe(await settingsHashOf(b));
     expect(await servedBy(a, 'svc-quick', 'sim-quick-1')).toBe('sim-quick-1');
     expect(await servedBy(b, 'svc-quick', 'sim-quick-1')).toBe('sim-quick-1');
     writeConfig(a, (c) => {
@@ -89,6 +97,9 @@ describe('configuration reload', () => {
     expect(audit).toMatchObject({ audit: true, source: 'api', generation: 1, aliases_moved: ['svc-quick'] });
     const peer = sidecarJson(b).find((l) => l.event === 'config_reload' && l.result === 'applied');
     expect(peer).toMatchObject({ source: 'peer', generation: 1, aliases_moved: ['svc-quick'] });
+    // Both instances now report the same settings fingerprint (gateway_config_info), a new one.
+    expect(await settingsHashOf(a)).toBe(await settingsHashOf(b));
+    expect(await settingsHashOf(a)).not.toBe(firstHash);
     // Reloading the same file again changes nothing.
     expect((await reload(a)).json).toMatchObject({ status: 'unchanged', generation: 1 });
   });

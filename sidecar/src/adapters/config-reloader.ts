@@ -1,7 +1,7 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ConfigError, loadConfig } from '../config/load.js';
-import { describeReload, internalNamesInFile, redactModels, reloadablePart, reloadProblems, withReloadable, type Reloadable } from '../config/reload.js';
+import { describeReload, internalNamesInFile, redactModels, reloadablePart, reloadProblems, settingsHash, withReloadable, type Reloadable } from '../config/reload.js';
 import type { Config } from '../config/schema.js';
 import type { LiveConfig, LiveSnapshot } from '../domain/live-config.js';
 import type { Broadcast } from '../store/key-events.js';
@@ -34,7 +34,8 @@ export interface ReloaderDeps {
   readonly configPath?: string | undefined;
   /** Applies a validated snapshot to what is not read per request (billing, log level). */
   readonly applied: (snap: LiveSnapshot) => void;
-  readonly observe?: (applied: boolean, generation: number) => void;
+  /** Every reload attempt: applied or not, the live generation and the live settings' hash. */
+  readonly observe?: (applied: boolean, generation: number, settingsHash: string) => void;
 }
 
 interface PeerMessage {
@@ -100,15 +101,15 @@ export class ConfigReloader {
     const problems = reloadProblems(current, next);
     if (problems.length) return this.refused(source, problems, next);
     const change = describeReload(current, next);
-    const hash = createHash('sha256').update(JSON.stringify(reloadablePart(next))).digest('hex').slice(0, 16);
-    const unchanged = hash === createHash('sha256').update(JSON.stringify(reloadablePart(current))).digest('hex').slice(0, 16);
+    const hash = settingsHash(next);
+    const unchanged = hash === settingsHash(current);
     if (unchanged) {
       this.deps.log.info({ event: 'config_reload', source, result: 'unchanged', generation: this.deps.live.current.generation }, 'configuration reloaded: nothing changed');
       return { ok: true, generation: this.deps.live.current.generation, moved: [], changed: false };
     }
     const snap = this.deps.live.apply(next);
     this.deps.applied(snap);
-    this.deps.observe?.(true, snap.generation);
+    this.deps.observe?.(true, snap.generation, hash);
     this.deps.log.info(
       {
         event: 'config_reload',
@@ -131,7 +132,7 @@ export class ConfigReloader {
   private refused(source: ReloadSource, problems: readonly string[], next: Config | null = null, more: readonly string[] = []): ReloadResult {
     const names = [...namesIn(this.deps.live.current.config), ...namesIn(next), ...more];
     const clean = problems.map((p) => redactModels(p, names));
-    this.deps.observe?.(false, this.deps.live.current.generation);
+    this.deps.observe?.(false, this.deps.live.current.generation, settingsHash(this.deps.live.current.config));
     this.deps.log.warn({ event: 'config_reload', audit: true, source, result: 'rejected', problems: clean }, 'configuration reload refused; nothing changed');
     return { ok: false, problems: clean };
   }

@@ -75,6 +75,7 @@ export class GatewayMetrics {
   private readonly errors: Record<ErrorSite, ValueChild>;
   private readonly reloads: Record<'applied' | 'rejected', ValueChild>;
   private readonly configGeneration: Gauge;
+  private readonly configInfo: Gauge;
 
   constructor(build: BuildInfo, opts: { processMetrics?: boolean } = {}) {
     const r = this.registry;
@@ -122,6 +123,12 @@ export class GatewayMetrics {
     );
     this.reloads = fixed(new FastValue('counter', `${p}config_reloads_total`, 'Configuration reloads by result (applied, rejected)', ['result'], r), ['applied', 'rejected']);
     this.configGeneration = new Gauge({ name: `${p}config_generation`, help: 'Reloads applied since start (0: the configuration read at start)', registers: [r] });
+    this.configInfo = new Gauge({
+      name: `${p}config_info`,
+      help: 'Fingerprint of the live reloadable settings (models, prices, limits, billing); instances serving alike show the same settings_hash',
+      labelNames: ['settings_hash'],
+      registers: [r],
+    });
     new Gauge({ name: `${p}build_info`, help: 'Build of the running sidecar (always 1)', labelNames: ['version', 'commit', 'node'], registers: [r] })
       .labels(build.version, build.commit, process.version)
       .set(1);
@@ -191,9 +198,16 @@ export class GatewayMetrics {
     this.errors[site].value++;
   }
 
-  reload(applied: boolean, generation: number): void {
+  reload(applied: boolean, generation: number, settingsHash: string): void {
     this.reloads[applied ? 'applied' : 'rejected'].value++;
-    if (applied) this.configGeneration.set(generation);
+    this.settings(generation, settingsHash);
+  }
+
+  /** The live settings: their generation and fingerprint (one info sample). */
+  settings(generation: number, settingsHash: string): void {
+    this.configGeneration.set(generation);
+    this.configInfo.reset();
+    this.configInfo.labels(settingsHash).set(1);
   }
 
   text(): Promise<string> {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { Config } from './schema.js';
@@ -16,6 +17,8 @@ import { mergeConfig, parseConfig } from './load.js';
  * journal's path): changing it needs a restart, and a reload that changes it
  * is refused as a whole.
  */
+
+const stable = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x));
 
 export interface Reloadable {
   readonly models: Config['models'];
@@ -37,6 +40,11 @@ export function reloadablePart(cfg: Config): Reloadable {
   };
 }
 
+/** A short fingerprint of the reloadable settings: equal on instances that serve alike. */
+export function settingsHash(cfg: Config): string {
+  return createHash('sha256').update(stable(reloadablePart(cfg))).digest('hex').slice(0, 16);
+}
+
 /** The running configuration with another instance's reloadable part applied (validated; throws ConfigError). */
 export function withReloadable(current: Config, part: Reloadable): Config {
   const base = JSON.parse(JSON.stringify(current)) as Record<string, unknown>;
@@ -46,7 +54,6 @@ export function withReloadable(current: Config, part: Reloadable): Config {
   return parseConfig(merged);
 }
 
-const stable = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a.localeCompare(b))) : x));
 
 /** Top-level (and limits/billing) paths whose value differs but which only a restart can change. */
 function restartOnlyChanges(current: Config, next: Config): string[] {
