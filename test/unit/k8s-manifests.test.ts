@@ -89,6 +89,12 @@ async function validateK8s(o: Plain): Promise<void> {
   new Cls(o).validate();
 }
 
+const writeTemp = (text: string): string => {
+  const file = join(mkdtempSync(join(tmpdir(), 'k8s-cfg-')), 'gateway.yaml');
+  writeFileSync(file, text);
+  return file;
+};
+
 const base = kustomize(join(K8S, 'base'));
 const prod = kustomize(join(K8S, 'overlays', 'production'));
 const find = (objs: Plain[], kind: string, name: string): Plain => {
@@ -184,16 +190,17 @@ describe('Kubernetes manifests: what the deployment guarantees', () => {
     expect(find(prod, 'StatefulSet', 'redis').spec.template.spec.containers[0].readinessProbe).toBeDefined();
   });
 
-  it('shutdown: Envoy drains, streams get their deadline, the sidecar outlives them and then drains within the grace period', () => {
+  it("shutdown: Envoy drains and outlives the sidecar's drain (shutdown.drainSeconds), all within the grace period", () => {
     const envoyHook = container('envoy').lifecycle.preStop.exec.command.join(' ');
     expect(envoyHook).toContain('/drain_listeners?graceful');
-    const streamDrain = Number(container('envoy').env.find((e: Plain) => e.name === 'STREAM_DRAIN_SECONDS').value);
-    const sidecarWait = Number(container('sidecar').lifecycle.preStop.exec.command.at(-1));
-    const sidecarDrain = Number(envMap.data.SHUTDOWN_DRAIN_SECONDS);
-    expect(sidecarWait).toBeGreaterThan(streamDrain);
-    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(sidecarWait + sidecarDrain);
-    // Streams may run as long as the provider's idle timeout allows between events; the deadline bounds them.
-    expect(streamDrain).toBeGreaterThan(0);
+    const envoyWait = Number(container('envoy').env.find((e: Plain) => e.name === 'STREAM_DRAIN_SECONDS').value);
+    const sidecarPreStop = Number(container('sidecar').lifecycle.preStop.exec.command.at(-1));
+    const drainSeconds = loadConfig({ path: writeTemp(configMap.data['gateway.yaml']), env: {} }).shutdown.drainSeconds;
+    expect(drainSeconds).toBeGreaterThan(0);
+    // Envoy stays up while the sidecar's exchanges in flight end.
+    expect(envoyWait).toBeGreaterThanOrEqual(sidecarPreStop + drainSeconds);
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(envoyWait);
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(sidecarPreStop + drainSeconds + 10); // settlements after the deadline
   });
 
   it('NetworkPolicy: only gateway Pods and the account service reach Redis; only gateway Pods reach the account service', () => {
