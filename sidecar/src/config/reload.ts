@@ -14,7 +14,7 @@ import { mergeConfig, parseConfig } from './load.js';
  * level. Everything else is either in Envoy's rendered config (listeners,
  * provider, account service, the body buffer limit) or fixed for the
  * process's life (brand, store, identity provider, key cache, currency, the
- * journal's path): changing it needs a restart, and a reload that changes it
+ * journal's path, the hold lease, the shutdown drain): changing it needs a restart, and a reload that changes it
  * is refused as a whole.
  */
 
@@ -65,6 +65,8 @@ function restartOnlyChanges(current: Config, next: Config): string[] {
   if (current.limits.maxResponseBytes !== next.limits.maxResponseBytes) out.push('limits.maxResponseBytes');
   if (current.billing.currency !== next.billing.currency) out.push('billing.currency');
   if (current.billing.journalPath !== next.billing.journalPath) out.push('billing.journalPath');
+  // The lease renewal runs on a timer set from it at start.
+  if (current.billing.holdLeaseSeconds !== next.billing.holdLeaseSeconds) out.push('billing.holdLeaseSeconds');
   return out;
 }
 
