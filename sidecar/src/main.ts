@@ -75,7 +75,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     maxRequestBytes: cfg.limits.maxRequestBytes,
   };
   const admissions = new AdmissionCache();
-  const gate = new Gate(authorizer, billing, admission, API_PREFIX, admissions);
+  const gate = new Gate(authorizer, billing, admission, API_PREFIX, cfg.limits.maxRequestHeaders, admissions);
 
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz

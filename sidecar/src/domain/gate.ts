@@ -12,6 +12,8 @@ import { Errors, gatewayError, type GatewayError } from './errors.js';
  */
 export interface GateRequest extends AuthRequest {
   readonly method: string;
+  /** Headers the client sent (pseudo-headers and the ones Envoy sets itself not counted). */
+  readonly headerCount: number;
   readonly body: Buffer | null;
   readonly requestId: string;
 }
@@ -22,7 +24,12 @@ export type GateOutcome =
       readonly ok: true;
       readonly principal: Principal | null;
       /** Set for chat/embeddings: how the response will flow and what is held. */
-      readonly inference: { readonly stream: boolean; readonly held: number } | null;
+      readonly inference: {
+        readonly stream: boolean;
+        readonly held: number;
+        /** Size of the re-serialised body ext_proc will send up (its content-length). */
+        readonly upstreamBytes: number;
+      } | null;
     };
 
 export class Gate {
@@ -31,10 +38,24 @@ export class Gate {
     private readonly billing: Billing,
     private readonly policy: AdmissionPolicy,
     private readonly apiPrefix: string,
+    private readonly maxRequestHeaders: number,
     private readonly admissions?: AdmissionCache,
   ) {}
 
+  /**
+   * The key check, on headers alone, before any body is buffered: the same
+   * 401/403 (and 431) answers as check(), so a refused caller never gets a
+   * large body held in memory. check() runs in full afterwards.
+   */
+  async authenticate(req: Omit<GateRequest, 'body' | 'method' | 'requestId'>): Promise<GateOutcome> {
+    if (req.headerCount > this.maxRequestHeaders) return this.tooManyHeaders();
+    const auth = await this.authorizer.authorize(req);
+    return auth.ok ? { ok: true, principal: auth.principal, inference: null } : auth;
+  }
+
   async check(req: GateRequest): Promise<GateOutcome> {
+    // Before anything is held: the gateway's own headers must fit on top of the client's.
+    if (req.headerCount > this.maxRequestHeaders) return this.tooManyHeaders();
     const auth = await this.authorizer.authorize(req);
     if (!auth.ok) return auth;
     // Envoy hands over up to limits.maxResponseBytes of body (its buffer limit covers both
@@ -48,6 +69,14 @@ export class Gate {
     const held = await this.billing.admit(auth.principal, admission.ctx, req.requestId);
     if (!held.ok) return held;
     if (req.body) this.admissions?.put(req.requestId, req.body, admission);
-    return { ok: true, principal: auth.principal, inference: { stream: admission.ctx.stream, held: held.admitted.held } };
+    return {
+      ok: true,
+      principal: auth.principal,
+      inference: { stream: admission.ctx.stream, held: held.admitted.held, upstreamBytes: Buffer.byteLength(admission.upstreamBody) },
+    };
+  }
+
+  private tooManyHeaders(): GateOutcome {
+    return { ok: false, error: gatewayError(Errors.tooManyHeaders, { message: `Too many request headers; at most ${this.maxRequestHeaders} are accepted.` }) };
   }
 }
