@@ -445,7 +445,11 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
       ],
       clusters: [
         sidecarCluster(opts.sidecarAddress ?? cfg.listen.sidecarGrpc, cfg.limits.maxResponseBytes + 1024 * 1024),
-        cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs, tls: cfg.upstream.tls }),
+        // What Envoy reads ahead from the provider while the caller is slow to read (a slow reader pins no more).
+        {
+          ...cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs, tls: cfg.upstream.tls }),
+          per_connection_buffer_limit_bytes: cfg.limits.connectionBufferBytes,
+        },
         cluster('account', account, { connectTimeoutMs: 2000 }),
       ],
     },

@@ -301,6 +301,7 @@ describe('log lines', () => {
   it('carry the request id, and never an internal model name, a key or prompt text', async () => {
     const marker = 'PROMPT-TEXT-MARKER-5521';
     const names = ['sidecar', 'envoy', 'account'];
+    await new Promise((res) => setTimeout(res, 300)); // earlier tests' lines are written asynchronously too
     const before = names.map((n) => gw.stack.process(n).lines.length);
     const r = await post(`${gw.base}/chat/completions`, chat('svc-deep', { messages: [{ role: 'user', content: marker }] }), gw.key);
     expect(r.status).toBe(200);

@@ -118,7 +118,7 @@ export const ConfigSchema = z
         /** Request headers a client may send (431 above); the gateway's own headers have room on top. */
         maxRequestHeaders: z.number().int().min(16).max(500).default(100),
         /** What Envoy buffers per connection before it stops reading (slow readers, bodies awaiting the key check). */
-        connectionBufferBytes: z.number().int().min(16 * 1024).default(1024 * 1024),
+        connectionBufferBytes: z.number().int().min(16 * 1024).default(64 * 1024),
         /** Longest a request may last, streams included (longer than any legitimate svc-deep answer). */
         maxStreamSeconds: z.number().int().positive().default(1800),
       })
@@ -128,7 +128,7 @@ export const ConfigSchema = z
         maxResponseBytes: 32 * 1024 * 1024,
         maxEmbeddingInputs: 256,
         maxRequestHeaders: 100,
-        connectionBufferBytes: 1024 * 1024,
+        connectionBufferBytes: 64 * 1024,
         maxStreamSeconds: 1800,
       }),
     /**
