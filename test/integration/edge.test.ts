@@ -121,6 +121,16 @@ describe('6. many request headers', () => {
     expect(await providerCount()).toBe(sent);
   });
 
+  it('header bytes: above 60 KiB a 431 envelope; just below it, served with the gateway headers on top', async () => {
+    const big = (kib: number) => ({ 'x-big': 'v'.repeat(kib * 1024) });
+    expectEnvelope(await post(`${gw.base}/chat/completions`, chatBody(), gw.key, big(61)), 431, 'request_headers_too_large');
+    const chat = await post(`${gw.base}/chat/completions`, chatBody(), gw.key, big(59));
+    expect(chat.status, chat.text.slice(0, 200)).toBe(200);
+    // The account service is a Node server: 16 KiB of headers at most, its own limit.
+    const account = await call(`${gw.base}/accounts/me`, { key: gw.key, headers: big(15) });
+    expect(account.status, account.text.slice(0, 200)).toBe(200);
+  });
+
   it('up to the limit, the gateway adds its own headers without pushing the request over any limit', async () => {
     // fetch adds ~9 headers of its own (host, accept, user-agent, content-type, x-api-key …).
     for (const path of ['/chat/completions', '/accounts/me']) {
@@ -148,6 +158,40 @@ describe('7. odd paths and header names', () => {
     const e = JSON.parse(r.body).error;
     expect(e.code).toBe('invalid_request');
     expect(e.request_id).toMatch(UUID);
+  });
+});
+
+describe('7. over HTTP/2 (h2c)', () => {
+  async function h2(path: string, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+    const { connect: h2connect } = await import('node:http2');
+    const session = h2connect(`http://127.0.0.1:${gatewayPort()}`);
+    try {
+      return await new Promise((resolve, reject) => {
+        const req = session.request({ ':method': 'GET', ':path': path, ...headers });
+        let body = '';
+        let head: Record<string, unknown> = {};
+        req.on('response', (h) => (head = h));
+        req.on('data', (d: Buffer) => (body += d.toString()));
+        req.on('end', () => resolve({ status: Number(head[':status']), headers: head, body }));
+        req.on('error', reject);
+        req.end();
+      });
+    } finally {
+      session.close();
+    }
+  }
+
+  it('a header name with an underscore is dropped, not a stream reset', async () => {
+    const r = await h2('/v1/models', { x_api_key: gw.key });
+    expect(r.status).toBe(401);
+    expect(JSON.parse(r.body).error.code).toBe('invalid_api_key');
+    expect((await h2('/v1/models', { 'x-api-key': gw.key, x_other: '1' })).status).toBe(200);
+  });
+
+  it('a path Envoy cannot normalise is a 400 envelope', async () => {
+    const r = await h2('/v1/models%00', { 'x-api-key': gw.key });
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.body).error.request_id).toMatch(UUID);
   });
 });
 

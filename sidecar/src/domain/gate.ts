@@ -14,6 +14,8 @@ export interface GateRequest extends AuthRequest {
   readonly method: string;
   /** Headers the client sent (pseudo-headers and the ones Envoy sets itself not counted). */
   readonly headerCount: number;
+  /** Their size: names and values, in bytes. */
+  readonly headerBytes: number;
   readonly body: Buffer | null;
   readonly requestId: string;
 }
@@ -32,6 +34,9 @@ export type GateOutcome =
       } | null;
     };
 
+/** Request-header bytes a client may send (Envoy's own limit is 4 KiB above: room for the gateway's headers). */
+export const MAX_CLIENT_HEADER_BYTES = 60 * 1024;
+
 export class Gate {
   constructor(
     private readonly authorizer: Authorizer,
@@ -48,14 +53,14 @@ export class Gate {
    * large body held in memory. check() runs in full afterwards.
    */
   async authenticate(req: Omit<GateRequest, 'body' | 'method' | 'requestId'>): Promise<GateOutcome> {
-    if (req.headerCount > this.maxRequestHeaders) return this.tooManyHeaders();
+    if (this.headersOverLimit(req)) return this.tooManyHeaders();
     const auth = await this.authorizer.authorize(req);
     return auth.ok ? { ok: true, principal: auth.principal, inference: null } : auth;
   }
 
   async check(req: GateRequest): Promise<GateOutcome> {
     // Before anything is held: the gateway's own headers must fit on top of the client's.
-    if (req.headerCount > this.maxRequestHeaders) return this.tooManyHeaders();
+    if (this.headersOverLimit(req)) return this.tooManyHeaders();
     const auth = await this.authorizer.authorize(req);
     if (!auth.ok) return auth;
     // Envoy hands over up to limits.maxResponseBytes of body (its buffer limit covers both
@@ -76,7 +81,12 @@ export class Gate {
     };
   }
 
+  private headersOverLimit(req: Pick<GateRequest, 'headerCount' | 'headerBytes'>): boolean {
+    return req.headerCount > this.maxRequestHeaders || req.headerBytes > MAX_CLIENT_HEADER_BYTES;
+  }
+
   private tooManyHeaders(): GateOutcome {
-    return { ok: false, error: gatewayError(Errors.tooManyHeaders, { message: `Too many request headers; at most ${this.maxRequestHeaders} are accepted.` }) };
+    const message = `Too many or too large request headers; at most ${this.maxRequestHeaders} headers of ${MAX_CLIENT_HEADER_BYTES / 1024} KiB in all are accepted.`;
+    return { ok: false, error: gatewayError(Errors.tooManyHeaders, { message }) };
   }
 }

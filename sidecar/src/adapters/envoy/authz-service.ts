@@ -81,6 +81,14 @@ const SET_BY_ENVOY = new Set(['x-request-id', 'x-forwarded-proto']);
 
 const OK_STATUS = { code: GRPC_OK, message: '', details: [] };
 
+/** How many headers the client sent and their bytes (pseudo-headers and Envoy's own not counted). */
+function clientHeaderSize(names: readonly string[], get: (n: string) => string | undefined): { headerCount: number; headerBytes: number } {
+  const own = names.filter((n) => !n.startsWith(':') && !SET_BY_ENVOY.has(n));
+  // Repeated names are joined with "," by get(): their values are counted once, with the separators.
+  const headerBytes = own.reduce((sum, n) => sum + n.length, 0) + [...new Set(own)].reduce((sum, n) => sum + Buffer.byteLength(get(n) ?? ''), 0);
+  return { headerCount: own.length, headerBytes };
+}
+
 /** The ext_authz adapter: Envoy's CheckRequest in, the gate's decision out. */
 export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer {
   const identity = identityHeaderNames(deps.brand);
@@ -115,7 +123,7 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
         path: http?.path ?? '',
         method: http?.method || (headers.get(':method') ?? ''),
         header: (n: string) => headers.get(n),
-        headerCount: headers.names.filter((n) => !n.startsWith(':') && !SET_BY_ENVOY.has(n)).length,
+        ...clientHeaderSize(headers.names, headers.get),
         peer: peerAddress(attrs?.source?.address),
         body,
         requestId,
