@@ -92,7 +92,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const lifecycle = new Lifecycle();
   const live = new LiveExchanges();
   const admissions = new AdmissionCache();
-  const gate = new Gate(authorizer, billing, () => settings.current.admission, API_PREFIX, admissions);
+  const gate = new Gate(authorizer, billing, () => settings.current.admission, API_PREFIX, cfg.limits.maxRequestHeaders, admissions);
 
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz

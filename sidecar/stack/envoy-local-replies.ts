@@ -18,7 +18,7 @@ interface Envelope {
 
 const UPSTREAM_FLAGS = ['UF', 'UH', 'UT', 'URX', 'UC', 'UO', 'UR', 'NC', 'LH', 'UPE', 'UMSDR', 'SI', 'DF', 'OM'];
 
-function body(e: Envelope): Record<string, unknown> {
+function body(e: Envelope, requestId: string): Record<string, unknown> {
   return {
     json_format: {
       error: {
@@ -26,7 +26,7 @@ function body(e: Envelope): Record<string, unknown> {
         type: e.type,
         param: null,
         code: e.code,
-        request_id: '%REQ(X-REQUEST-ID)%',
+        request_id: requestId,
       },
     },
     content_type: 'application/json',
@@ -34,8 +34,19 @@ function body(e: Envelope): Record<string, unknown> {
 }
 
 function mapper(filter: Record<string, unknown>, e: Envelope): Record<string, unknown> {
-  return { filter, status_code: e.status, body_format_override: body(e) };
+  return { filter, status_code: e.status, body_format_override: body(e, '%REQ(X-REQUEST-ID)%') };
 }
+
+/**
+ * A request Envoy refused before it generated a request id (a path it cannot
+ * normalise: %00, a fragment): the envelope still carries a UUID, made for
+ * this reply (Envoy has no id to share, so there is no x-request-id header
+ * and the access log line has none either).
+ */
+function earlyMapper(filter: Record<string, unknown>, e: Envelope): Record<string, unknown> {
+  return { filter, status_code: e.status, body_format_override: body(e, '%UNIQUE_ID%') };
+}
+const noRequestId = { header_filter: { header: { name: 'x-request-id', present_match: false } } };
 
 const statusIs = (code: number) => ({
   status_code_filter: { comparison: { op: 'EQ', value: { default_value: code, runtime_key: `local_reply.status_${code}` } } },
@@ -53,6 +64,7 @@ export function localReplyConfig(apiPrefix: string): Record<string, unknown> {
   const accountPaths = or(pathPrefix(`${apiPrefix}/credits`), pathPrefix(`${apiPrefix}/accounts`));
   return {
     mappers: [
+      earlyMapper(and(statusIs(400), noRequestId), { status: 400, type: 'invalid_request_error', code: 'invalid_request', message: 'The request path is malformed.' }),
       mapper(flags(['NR']), { status: 404, type: 'not_found_error', code: null, message: 'Not found.' }),
       // ext_authz could not reach the sidecar (status_on_error is 500).
       mapper(and(flags(['UAEX']), statusIs(500)), unavailable),

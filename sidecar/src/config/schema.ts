@@ -115,9 +115,22 @@ export const ConfigSchema = z
         maxRequestBytes: z.number().int().positive().default(2 * 1024 * 1024),
         maxResponseBytes: z.number().int().positive().default(32 * 1024 * 1024),
         maxEmbeddingInputs: z.number().int().positive().default(256),
+        /** Request headers a client may send (431 above); the gateway's own headers have room on top. */
+        maxRequestHeaders: z.number().int().min(16).max(500).default(100),
+        /** What Envoy buffers per connection before it stops reading (slow readers, bodies awaiting the key check). */
+        connectionBufferBytes: z.number().int().min(16 * 1024).default(64 * 1024),
+        /** Longest a request may last, streams included (longer than any legitimate svc-deep answer). */
+        maxStreamSeconds: z.number().int().positive().default(1800),
       })
       .strict()
-      .default({ maxRequestBytes: 2 * 1024 * 1024, maxResponseBytes: 32 * 1024 * 1024, maxEmbeddingInputs: 256 }),
+      .default({
+        maxRequestBytes: 2 * 1024 * 1024,
+        maxResponseBytes: 32 * 1024 * 1024,
+        maxEmbeddingInputs: 256,
+        maxRequestHeaders: 100,
+        connectionBufferBytes: 64 * 1024,
+        maxStreamSeconds: 1800,
+      }),
     /**
      * A normal stop (SIGTERM/SIGINT): readiness goes false and new requests get a 503
      * at once; exchanges in flight run to their end for up to drainSeconds (a long

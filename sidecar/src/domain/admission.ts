@@ -5,6 +5,7 @@ import { Errors, gatewayError } from './errors.js';
 import type { Admission } from './request-context.js';
 import { tryParseJson } from '../util/json.js';
 import { pathOnly } from './auth/routes.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan, poisonedField } from './json-guard.js';
 
 /** The endpoints whose body the gateway reads, by path under the prefix. */
 export type BodyEndpoint = 'chat' | 'embeddings';
@@ -34,9 +35,20 @@ export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer |
     return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: 'A JSON request body is required.' }) };
   }
   if (body.length > policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
+  // Before parsing: everything after it (validation, re-serialising) may recurse.
+  if (nestsDeeperThan(body, MAX_JSON_DEPTH)) {
+    return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` }) };
+  }
   const parsed = tryParseJson(body);
   if (parsed === undefined) {
     return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: 'The request body is not valid JSON.' }) };
+  }
+  const poisoned = poisonedField(parsed);
+  if (poisoned !== null) {
+    return {
+      ok: false,
+      error: gatewayError(Errors.invalidRequest, { param: poisoned, message: 'A __proto__ key (or constructor.prototype) is not accepted in a request body.' }),
+    };
   }
   return endpoint === 'chat'
     ? admitChat(parsed, policy.catalog, { defaultTemperature: policy.defaultTemperature })

@@ -6,6 +6,9 @@ import { estimateTokens } from './token-estimate.js';
 
 import { isObject } from '../util/json.js';
 
+/** The service's vectors always have this many numbers (the spec's limits); there is no other size. */
+export const EMBEDDING_DIMENSIONS = 3584;
+
 /** Validates an embeddings body; one billed request per input string. */
 export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: number): Admission {
   if (!isObject(body)) {
@@ -35,7 +38,15 @@ export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: numb
   if (body.encoding_format != null && body.encoding_format !== 'float' && body.encoding_format !== 'base64') {
     return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'encoding_format', message: 'The field must be float or base64.' }) };
   }
-  const upstream = { ...body, model: model.resolved.internalModel };
+  // `dimensions` may only restate the one size there is; it is never sent up (a provider may truncate to it).
+  if (body.dimensions != null && body.dimensions !== EMBEDDING_DIMENSIONS) {
+    return {
+      ok: false,
+      error: gatewayError(Errors.invalidRequest, { param: 'dimensions', message: `Vectors always have ${EMBEDDING_DIMENSIONS} numbers; omit dimensions.` }),
+    };
+  }
+  const { dimensions: _restated, ...fields } = body;
+  const upstream = { ...fields, model: model.resolved.internalModel };
   return {
     ok: true,
     upstreamBody: JSON.stringify(upstream),

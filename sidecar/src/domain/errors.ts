@@ -22,8 +22,8 @@ export const Errors = Object.freeze({
   wrongEndpointForModel: entry({ status: 400, type: 'invalid_request_error', code: 'SRV_001', message: 'This model is not served on this endpoint.' }),
   emptyInput: entry({ status: 400, type: 'invalid_request_error', code: 'SRV_001', message: 'input must be non-empty.' }),
   invalidApiKey: entry({ status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'Invalid or missing API key. Send a valid key in the X-API-Key header.' }),
+  /** Account paths: the spec's observed message, for every credential failure there (auth rule 9: one message). */
   missingCredentials: entry({ status: 401, type: 'authentication_error', code: 'AUTH_001', message: 'Missing credentials' }),
-  invalidCredentials: entry({ status: 401, type: 'authentication_error', code: 'AUTH_001', message: 'Invalid credentials' }),
   noWorkspace: entry({
     status: 403,
     type: 'permission_error',
@@ -43,6 +43,7 @@ export const Errors = Object.freeze({
   billingNotEnabled: entry({ status: 404, type: 'not_found_error', code: null, message: 'Billing is not enabled on this deployment.' }),
   methodNotAllowed: entry({ status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: 'Method not allowed on this path.' }),
   payloadTooLarge: entry({ status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' }),
+  tooManyHeaders: entry({ status: 431, type: 'invalid_request_error', code: 'request_headers_too_large', message: 'Too many request headers.' }),
   rateLimitExceeded: entry({
     status: 429,
     type: 'rate_limit_error',

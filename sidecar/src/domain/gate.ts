@@ -12,6 +12,10 @@ import { Errors, gatewayError, type GatewayError } from './errors.js';
  */
 export interface GateRequest extends AuthRequest {
   readonly method: string;
+  /** Headers the client sent (pseudo-headers and the ones Envoy sets itself not counted). */
+  readonly headerCount: number;
+  /** Their size: names and values, in bytes. */
+  readonly headerBytes: number;
   readonly body: Buffer | null;
   readonly requestId: string;
 }
@@ -22,8 +26,16 @@ export type GateOutcome =
       readonly ok: true;
       readonly principal: Principal | null;
       /** Set for chat/embeddings: how the response will flow and what is held. */
-      readonly inference: { readonly stream: boolean; readonly held: number } | null;
+      readonly inference: {
+        readonly stream: boolean;
+        readonly held: number;
+        /** Size of the re-serialised body ext_proc will send up (its content-length). */
+        readonly upstreamBytes: number;
+      } | null;
     };
+
+/** Request-header bytes a client may send (Envoy's own limit is 4 KiB above: room for the gateway's headers). */
+export const MAX_CLIENT_HEADER_BYTES = 60 * 1024;
 
 export class Gate {
   private readonly policyNow: () => AdmissionPolicy;
@@ -34,12 +46,26 @@ export class Gate {
     /** The policy, or where to read the current one (it changes on a configuration reload). */
     policy: AdmissionPolicy | (() => AdmissionPolicy),
     private readonly apiPrefix: string,
+    private readonly maxRequestHeaders: number,
     private readonly admissions?: AdmissionCache,
   ) {
     this.policyNow = typeof policy === 'function' ? policy : () => policy;
   }
 
+  /**
+   * The key check, on headers alone, before any body is buffered: the same
+   * 401/403 (and 431) answers as check(), so a refused caller never gets a
+   * large body held in memory. check() runs in full afterwards.
+   */
+  async authenticate(req: Omit<GateRequest, 'body' | 'method' | 'requestId'>): Promise<GateOutcome> {
+    if (this.headersOverLimit(req)) return this.tooManyHeaders();
+    const auth = await this.authorizer.authorize(req);
+    return auth.ok ? { ok: true, principal: auth.principal, inference: null } : auth;
+  }
+
   async check(req: GateRequest): Promise<GateOutcome> {
+    // Before anything is held: the gateway's own headers must fit on top of the client's.
+    if (this.headersOverLimit(req)) return this.tooManyHeaders();
     const auth = await this.authorizer.authorize(req);
     if (!auth.ok) return auth;
     const policy = this.policyNow();
@@ -54,6 +80,19 @@ export class Gate {
     const held = await this.billing.admit(auth.principal, admission.ctx, req.requestId);
     if (!held.ok) return held;
     if (req.body) this.admissions?.put(req.requestId, req.body, admission);
-    return { ok: true, principal: auth.principal, inference: { stream: admission.ctx.stream, held: held.admitted.held } };
+    return {
+      ok: true,
+      principal: auth.principal,
+      inference: { stream: admission.ctx.stream, held: held.admitted.held, upstreamBytes: Buffer.byteLength(admission.upstreamBody) },
+    };
+  }
+
+  private headersOverLimit(req: Pick<GateRequest, 'headerCount' | 'headerBytes'>): boolean {
+    return req.headerCount > this.maxRequestHeaders || req.headerBytes > MAX_CLIENT_HEADER_BYTES;
+  }
+
+  private tooManyHeaders(): GateOutcome {
+    const message = `Too many or too large request headers; at most ${this.maxRequestHeaders} headers of ${MAX_CLIENT_HEADER_BYTES / 1024} KiB in all are accepted.`;
+    return { ok: false, error: gatewayError(Errors.tooManyHeaders, { message }) };
   }
 }

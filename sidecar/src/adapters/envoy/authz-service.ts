@@ -6,10 +6,14 @@ import { envelope, Errors, gatewayError, type GatewayError } from '../../domain/
 import type { Lifecycle } from '../../domain/lifecycle.js';
 import type { AuthorizationServer, CheckRequest, CheckResponse } from '../../generated/envoy/service/auth/v3/external_auth.js';
 import type { Address } from '../../generated/envoy/config/core/v3/address.js';
-import { plainHeader } from './headers.js';
+import { checkRequestHeaders, plainHeader } from './headers.js';
+import { pathOnly } from '../../domain/auth/routes.js';
 
 /** Namespace Envoy stores ext_authz dynamic metadata under (forwarded to ext_proc). */
 export const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
+
+/** gRPC metadata Envoy sends with the header-only key check (the first of the two ext_authz calls). */
+export const AUTHZ_PHASE_HEADER = 'x-authz-phase';
 
 const GRPC_OK = 0;
 const GRPC_PERMISSION_DENIED = 7;
@@ -69,8 +73,25 @@ export interface AuthzDeps {
 /** Internal routing header: tells Envoy's route table how the response will flow. */
 export const flowHeaderName = (brand: string): string => `x-${brand}-flow`;
 
-/** Request headers that never travel to the provider. */
-const NOT_FOR_PROVIDER = ['x-api-key', 'x-workspace-id', 'cookie'];
+/**
+ * The only client headers the provider receives (an allow-list: what it needs to serve
+ * the request). Everything else, credentials, cookies, OpenAI-Organization / -Project
+ * (which could change whose provider account pays), SDK telemetry, is removed.
+ */
+const PROVIDER_HEADERS = new Set(['accept', 'x-request-id', 'x-forwarded-proto']);
+
+/** Set by Envoy itself (a client's copy is replaced, not added): not counted as the client's. */
+const SET_BY_ENVOY = new Set(['x-request-id', 'x-forwarded-proto']);
+
+const OK_STATUS = { code: GRPC_OK, message: '', details: [] };
+
+/** How many headers the client sent and their bytes (pseudo-headers and Envoy's own not counted). */
+function clientHeaderSize(names: readonly string[], get: (n: string) => string | undefined): { headerCount: number; headerBytes: number } {
+  const own = names.filter((n) => !n.startsWith(':') && !SET_BY_ENVOY.has(n));
+  // Repeated names are joined with "," by get(): their values are counted once, with the separators.
+  const headerBytes = own.reduce((sum, n) => sum + n.length, 0) + [...new Set(own)].reduce((sum, n) => sum + Buffer.byteLength(get(n) ?? ''), 0);
+  return { headerCount: own.length, headerBytes };
+}
 
 /** The ext_authz adapter: Envoy's CheckRequest in, the gate's decision out. */
 export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer {
@@ -79,49 +100,64 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
   // To the provider: its own key, the flow for route selection, no client credentials or identity.
   const toProvider = (flow: 'stream' | 'buffer') => [
     ...(deps.upstreamKey ? [plainHeader('authorization', `Bearer ${deps.upstreamKey}`)] : []),
+    // The body goes up re-serialised as JSON, whatever the client labelled it.
+    plainHeader('content-type', 'application/json'),
     plainHeader('accept-encoding', 'identity'),
     plainHeader(flowHeader, flow),
   ];
   const providerHeaders = { stream: toProvider('stream'), buffer: toProvider('buffer') };
-  const notForProvider = [...NOT_FOR_PROVIDER, ...(deps.upstreamKey ? [] : ['authorization'])];
+  const setForProvider = new Set([...providerHeaders.buffer.map((h) => h.header?.key ?? ''), 'content-length']);
+  /** Every client header outside the allow-list (Envoy removes after it sets, so never one the gateway sets). */
+  const notForProvider = (names: readonly string[]) =>
+    names.filter((n) => !n.startsWith(':') && n !== 'host' && !PROVIDER_HEADERS.has(n) && !setForProvider.has(n));
   return {
     check(call: ServerUnaryCall<CheckRequest, CheckResponse>, callback: sendUnaryData<CheckResponse>) {
       const attrs = call.request.attributes;
       const http = attrs?.request?.http;
-      const headers = http?.headers ?? {};
-      const requestId = headers['x-request-id'] ?? '';
+      const headers = checkRequestHeaders(http);
+      const requestId = headers.get('x-request-id') ?? '';
       const t0 = performance.now();
       const body = http?.rawBody && http.rawBody.length ? http.rawBody : http?.body ? Buffer.from(http.body) : null;
       if (deps.lifecycle?.draining) {
         deps.observe?.(performance.now() - t0, http?.path ?? '', Errors.restarting);
-        deps.log.info({ request_id: requestId, path: http?.path, status: Errors.restarting.status, code: Errors.restarting.code }, 'request refused: stopping');
+        deps.log.info({ request_id: requestId, path: pathOnly(http?.path ?? ''), status: Errors.restarting.status, code: Errors.restarting.code }, 'request refused: stopping');
         callback(null, denied(gatewayError(Errors.restarting), requestId));
         return;
       }
-      const check = deps.gate.check({
-          path: http?.path ?? '',
-          method: http?.method ?? '',
-          header: (n) => headers[n],
-          peer: peerAddress(attrs?.source?.address),
-          body,
-          requestId,
-        });
+      const keyCheckOnly = call.metadata.get(AUTHZ_PHASE_HEADER)[0] === 'key';
+      const req = {
+        path: http?.path ?? '',
+        method: http?.method || (headers.get(':method') ?? ''),
+        header: (n: string) => headers.get(n),
+        ...clientHeaderSize(headers.names, headers.get),
+        peer: peerAddress(attrs?.source?.address),
+        body,
+        requestId,
+      };
+      const check = keyCheckOnly ? deps.gate.authenticate(req) : deps.gate.check(req);
       (deps.lifecycle ? deps.lifecycle.track(check) : check)
         .then((outcome) => {
           if (!outcome.ok) {
-            deps.observe?.(performance.now() - t0, http?.path ?? '', outcome.error.entry);
-            deps.log.info({ request_id: requestId, path: http?.path, status: outcome.error.entry.status, code: outcome.error.entry.code }, 'request refused');
+            deps.observe?.(performance.now() - t0, req.path, outcome.error.entry);
+            // The path without its query string: a client may have put a key there.
+            deps.log.info({ request_id: requestId, path: pathOnly(req.path), status: outcome.error.entry.status, code: outcome.error.entry.code }, 'request refused');
             callback(null, denied(outcome.error, requestId, outcome.retryAfter));
             return;
           }
-          deps.observe?.(performance.now() - t0, http?.path ?? '', null);
+          if (keyCheckOnly) {
+            // Nothing changes yet: the full check with the body follows (and is the one observed).
+            callback(null, { status: OK_STATUS, okResponse: undefined, dynamicMetadata: undefined });
+            return;
+          }
+          deps.observe?.(performance.now() - t0, req.path, null);
           const p = outcome.principal;
           const fields = p ? principalToMetadata(p) : null;
           let setHeaders;
           let headersToRemove;
           if (outcome.inference) {
-            setHeaders = providerHeaders[outcome.inference.stream ? 'stream' : 'buffer'];
-            headersToRemove = notForProvider;
+            // ext_proc replaces the body with exactly these bytes and keeps this content-length.
+            setHeaders = [...providerHeaders[outcome.inference.stream ? 'stream' : 'buffer'], plainHeader('content-length', String(outcome.inference.upstreamBytes))];
+            headersToRemove = notForProvider([...new Set(headers.names)]);
           } else {
             setHeaders = fields ? PRINCIPAL_FIELDS.map((f, i) => plainHeader(identity[i] as string, fields[f])) : [];
             headersToRemove = ['x-api-key'];
@@ -130,7 +166,7 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
             ? { ...fields, ...(outcome.inference ? { held: String(outcome.inference.held) } : {}) }
             : undefined;
           callback(null, {
-            status: { code: GRPC_OK, message: '', details: [] },
+            status: OK_STATUS,
             okResponse: { headers: setHeaders, headersToRemove, responseHeadersToAdd: [], queryParametersToSet: [], queryParametersToRemove: [] },
             dynamicMetadata: metadata,
           });

@@ -63,7 +63,8 @@ export class Authorizer {
     const xApiKey = req.header('x-api-key')?.trim() || undefined;
     const bearer = bearerToken(req.header('authorization'));
     const workspace = req.header('x-workspace-id')?.trim() || undefined;
-    const keyFailure = route === 'account' ? Errors.invalidCredentials : Errors.invalidApiKey;
+    // One answer for every key failure (rule 9): missing, malformed, unknown, revoked, other tenant, IP refused.
+    const keyFailure = route === 'account' ? Errors.missingCredentials : Errors.invalidApiKey;
 
     const session = bearer ? await this.deps.verifySession(bearer) : null;
     if (session) {
@@ -78,8 +79,7 @@ export class Authorizer {
     const method: Principal['method'] = xApiKey ? 'api_key' : 'api_key_bearer';
     if (!presented) {
       if (route === 'outside') return { ok: true, principal: null, route };
-      if (route === 'account') return deny(bearer ? Errors.invalidCredentials : Errors.missingCredentials);
-      return deny(Errors.invalidApiKey);
+      return deny(keyFailure);
     }
     if (!looksLikeApiKey(presented, this.deps.brand)) return deny(keyFailure);
 

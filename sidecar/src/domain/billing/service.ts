@@ -7,7 +7,8 @@ import { Errors, gatewayError, type GatewayError } from '../errors.js';
 import type { InferenceContext } from '../request-context.js';
 import type { Usage } from '../usage.js';
 import type { SettlementJournal, PendingOp } from './journal.js';
-import { costOf, dayOf, minuteOf, periodOf, worstCase } from './pricing.js';
+import { costOf, dayOf, minuteOf, periodOf, worstCase, type WorstCase } from './pricing.js';
+import { capRefusal } from './cap-refusal.js';
 
 /**
  * The money path of one request: before the provider is called, one atomic
@@ -151,10 +152,23 @@ export class Billing {
           }),
         };
       case 'spend_cap_exceeded':
-        return { ok: false, error: gatewayError(Errors.spendCapExceeded) };
+        return { ok: false, error: await this.capAnswer(principal.tenantId, ctx, worst, now) };
       case 'rate_limit_exceeded':
         return { ok: false, error: gatewayError(Errors.rateLimitExceeded), retryAfter: 60 - Math.floor((now % 60_000) / 1000) };
     }
+  }
+
+  /** Why the cap refused: reached (429), or only this request's worst case does not fit (400, what to lower). */
+  private async capAnswer(tenantId: string, ctx: InferenceContext, worst: WorstCase, now: number): Promise<GatewayError> {
+    let remaining: number;
+    try {
+      const a = await this.ledger.account(tenantId, periodOf(now));
+      if (a.cap === null) return gatewayError(Errors.spendCapExceeded); // cleared since: the plain answer
+      remaining = a.cap - a.spent - a.held;
+    } catch {
+      return gatewayError(Errors.spendCapExceeded); // the refusal stands; only the detail is missing
+    }
+    return capRefusal(remaining, this.priceOf(ctx), ctx, worst, this.cfg.currency);
   }
 
   /**
