@@ -54,6 +54,7 @@ function applyEnv(raw: Plain, env: Env, problems: string[]): void {
   str('UPSTREAM_URL', ['upstream', 'baseUrl']);
   str('UPSTREAM_API_KEY_FILE', ['upstream', 'apiKeyFile']);
   str('ACCOUNT_SERVICE_URL', ['accountService', 'url']);
+  str('PAYMENTS_URL', ['accountService', 'paymentsUrl']);
   str('LOG_LEVEL', ['log', 'level']);
   str('IDENTITY_JWKS_FILE', ['identity', 'jwksFile']);
   str('IDENTITY_JWKS_URL', ['identity', 'jwksUrl']);
