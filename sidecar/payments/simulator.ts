@@ -22,6 +22,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
  * Idempotency-Key header → 200 {id, status: "succeeded", amount, currency},
  * 402 {error: {code}} (declined) or 503 (transient); a charge resent with the
  * same key answers the first result. GET /v1/charges lists charges (newest first).
+ * POST /v1/tokens/:id/behaviour {behaviour: succeed|decline|insufficient_funds|transient}
+ * changes how a token behaves from now on (a saved card that starts declining).
  */
 type Behaviour = 'succeed' | 'decline' | 'insufficient_funds' | 'transient';
 
@@ -103,6 +105,16 @@ export function createPaymentSimulator(): FastifyInstance {
       : { status: 200, body: { id: charge.id, status: 'succeeded', amount, currency } };
     answered.set(key, { ...answer, fingerprint });
     return reply.code(answer.status).send(answer.body);
+  });
+
+  // Operator control (the card a customer saved starts declining, say): change how a token behaves.
+  app.post<{ Params: { id: string }; Body: { behaviour?: unknown } }>('/v1/tokens/:id/behaviour', async (req, reply) => {
+    const t = tokens.get(req.params.id);
+    const b = req.body?.behaviour;
+    if (!t) return reply.code(404).send({ error: { code: 'unknown_token' } });
+    if (b !== 'succeed' && b !== 'decline' && b !== 'insufficient_funds' && b !== 'transient') return reply.code(400).send({ error: { code: 'invalid_behaviour' } });
+    tokens.set(t.id, { ...t, behaviour: b });
+    return { id: t.id, brand: t.brand, last4: t.last4, behaviour: b };
   });
 
   app.get('/v1/charges', async () => ({ data: [...charges].reverse() }));
