@@ -13,7 +13,7 @@ let gw: TestGateway;
 let bare: TestGateway;
 
 beforeAll(async () => {
-  [gw, bare] = await Promise.all([startGateway({ store: 'redis', billing: true }), startGateway({ billing: 'no-payments' })]);
+  [gw, bare] = await Promise.all([startGateway({ store: 'redis', billing: true, config: { billing: { creditCheck: true } } }), startGateway({ billing: 'no-payments' })]);
 }, 120_000);
 afterAll(async () => {
   await Promise.all([gw?.stop(), bare?.stop()]);
@@ -226,4 +226,120 @@ describe('auto top-up and the spend cap (items 8, 9)', () => {
     expect((await req(gw, 'GET', '/credits', { key: ws.memberKey })).json.auto_topup.enabled).toBe(true);
     expect((await req(gw, 'DELETE', '/credits/auto-topup', { token: ws.owner })).json.enabled).toBe(false);
   });
+});
+
+const chatBody = (content = 'hello') => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }] });
+const infer = (key: string, content?: string) => post(`${gw.base}/chat/completions`, chatBody(content), key);
+/** Until no hold is open and the ledger has stopped moving (settlements and auto top-ups are written after the response). */
+async function settled(ws: string): Promise<void> {
+  let last = -1;
+  await until(async () => {
+    const a = await gw.admin.account(ws);
+    const n = (await gw.admin.ledger(ws, 10_000)).data.length;
+    const still = a.held === 0 && n === last;
+    last = n;
+    if (!still) await new Promise((r) => setTimeout(r, 150));
+    return still;
+  }, 20_000);
+}
+
+describe('auto top-up fires (item 8) and the money tests (item 16)', () => {
+  it('a top-up is visible to the very next 402 precheck', async () => {
+    const ws = await workspace(gw);
+    expectEnvelope(await infer(ws.ownerKey), 402, 'insufficient_credit');
+    await req(gw, 'POST', '/credits/topup', { key: ws.ownerKey }, { tier: 'tier_10', payment_method: await cardToken(CARDS.ok) });
+    expect((await infer(ws.ownerKey)).status).toBe(200);
+  });
+
+  it('50 settlements crossing the threshold at once fire exactly one auto top-up', async () => {
+    const ws = await workspace(gw);
+    const card = await cardToken(CARDS.ok);
+    await req(gw, 'POST', '/credits/topup', { token: ws.owner }, { tier: 'tier_10', payment_method: card, save_card: true });
+    const set = await req(gw, 'PUT', '/credits/auto-topup', { token: ws.owner }, { threshold: 10_000_000 - 100, tier: 'tier_25' });
+    expect(set.status, set.text).toBe(200);
+    const replies = await Promise.all(Array.from({ length: 50 }, () => infer(ws.memberKey)));
+    for (const r of replies) expect(r.status, r.text).toBe(200);
+    await settled(ws.id);
+    const tx = await allTransactions(gw, { token: ws.owner });
+    expect(tx.filter((t) => t.type === 'charge')).toHaveLength(50);
+    expect(tx.filter((t) => t.type === 'auto_topup')).toHaveLength(1);
+    expect(tx.find((t) => t.type === 'auto_topup').amount).toBe(25_000_000);
+    expect((await charges()).filter((c) => c.token === card)).toHaveLength(2); // the first top-up and one auto top-up
+    const credits = (await req(gw, 'GET', '/credits', { token: ws.owner })).json;
+    const spent = tx.filter((t) => t.type === 'charge').reduce((s, t) => s - t.amount, 0);
+    expect(credits.balance).toBe(35_000_000 - spent);
+    expect(credits.auto_topup).toMatchObject({ enabled: true, disabled_reason: null });
+  }, 60_000);
+
+  it('a declined card changes nothing but the auto top-up state: switched off, and the reads say why', async () => {
+    const ws = await workspace(gw);
+    const card = await cardToken(CARDS.ok);
+    await req(gw, 'POST', '/credits/topup', { token: ws.owner }, { tier: 'tier_10', payment_method: card, save_card: true });
+    await req(gw, 'PUT', '/credits/auto-topup', { token: ws.owner }, { threshold: 50_000_000, tier: 'tier_10' });
+    await fetch(`${gw.paymentsUrl}/v1/tokens/${card}/behaviour`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ behaviour: 'decline' }) });
+    expect((await infer(ws.ownerKey)).status).toBe(200);
+    await settled(ws.id);
+    await until(async () => (await req(gw, 'GET', '/credits', { token: ws.owner })).json.auto_topup.enabled === false);
+    const credits = (await req(gw, 'GET', '/credits', { token: ws.owner })).json;
+    expect(credits.auto_topup).toMatchObject({ enabled: false, disabled_reason: 'card_declined', threshold: 50_000_000 });
+    const tx = await allTransactions(gw, { token: ws.owner });
+    expect(tx.map((t) => t.type)).toEqual(['charge', 'topup']);
+    expect(credits.balance).toBe(10_000_000 + tx[0].amount);
+    expect(credits.card).toEqual({ brand: 'visa', last4: '4242' });
+  });
+
+  it('opening balance + top-ups + grants − charges = closing balance, to the micro-unit, after a mixed run', async () => {
+    const ws = await workspace(gw, 3_000_000);
+    const card = await cardToken(CARDS.ok);
+    const work: Array<Promise<unknown>> = [];
+    for (let i = 0; i < 40; i++) {
+      work.push(infer(i % 2 ? ws.ownerKey : ws.memberKey, `question ${i} ${'x'.repeat(i * 13)}`));
+      if (i % 8 === 0) {
+        work.push(req(gw, 'POST', '/credits/topup', { key: ws.ownerKey }, { amount: 5_230_000 + i * 10_000, payment_method: card }).then((r) => expect(r.status, r.text).toBe(201)));
+      }
+      if (i % 13 === 0) work.push(gw.admin.adjustCredits(ws.id, 777_777 + i, `mix-${i}`, 'grant'));
+    }
+    await Promise.all(work);
+    await settled(ws.id);
+    const tx = await allTransactions(gw, { token: ws.owner }, 7);
+    const sum = (type: string) => tx.filter((t) => t.type === type).reduce((s, t) => s + t.amount, 0);
+    const opening = 3_000_000;
+    expect(tx.filter((t) => t.type === 'charge')).toHaveLength(40);
+    expect(tx.filter((t) => t.type === 'topup')).toHaveLength(5);
+    const closing = (await req(gw, 'GET', '/credits', { token: ws.owner })).json.balance;
+    expect(opening + sum('topup') + (sum('grant') - opening) + sum('charge')).toBe(closing); // charges are negative amounts
+    expect(tx[0].balance_after).toBe(closing);
+    const usage = (await gw.admin.usageRecords(ws.id, 1000)).data.reduce((s, r) => s + r.cost, 0);
+    expect(-sum('charge')).toBe(usage);
+  }, 60_000);
+
+  it('pagination returns every transaction exactly once while inference runs', async () => {
+    const ws = await workspace(gw, 50_000_000);
+    for (let i = 0; i < 25; i++) await gw.admin.adjustCredits(ws.id, 1000 + i, `p-${i}`, 'grant');
+    const before = (await gw.admin.ledger(ws.id, 1000)).data.map((e) => e.id);
+    let running = true;
+    const traffic = (async () => {
+      let n = 0;
+      while (running && n < 200) {
+        await Promise.all([infer(ws.memberKey), infer(ws.memberKey)]);
+        n += 2;
+      }
+    })();
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const r: Reply = await req(gw, 'GET', `/credits/transactions?limit=3${cursor ? `&cursor=${cursor}` : ''}`, { key: ws.memberKey });
+      seen.push(...r.json.data.map((t: { id: string }) => t.id));
+      cursor = r.json.next_cursor;
+      await new Promise((res) => setTimeout(res, 20)); // let settlements land between pages
+    } while (cursor);
+    running = false;
+    await traffic;
+    expect(new Set(seen).size).toBe(seen.length); // no duplicates
+    for (const id of before) expect(seen.filter((s) => s === id)).toHaveLength(1); // no gaps
+    const after = (await gw.admin.ledger(ws.id, 10_000)).data.map((e) => e.id);
+    expect(after.length).toBeGreaterThan(before.length); // inference really ran meanwhile
+    // Newest first throughout: the order of the ledger itself.
+    expect(seen).toEqual(after.filter((id) => seen.includes(id)));
+  }, 60_000);
 });
