@@ -214,3 +214,36 @@ describe('keys issued by signed-in people (item 5)', () => {
     expect((await send(on, 'GET', '/accounts/me', { key: k.key })).json).toMatchObject({ auth_method: 'api_key', person_id: null, role: null });
   });
 });
+
+describe('operator CLI and the development identity provider (item 14)', () => {
+  it('manages people, roles and tiers; mints sessions whose roles are recorded; drives the payment simulator', async () => {
+    const { execFile } = await import('node:child_process');
+    const { promisify } = await import('node:util');
+    const { dirname } = await import('node:path');
+    const run = (...args: string[]) =>
+      promisify(execFile)(process.execPath, ['--import', 'tsx', 'sidecar/cli/main.ts', ...args, '--json'], {
+        env: { ...process.env, ADMIN_URL: on.stack.adminUrl, ADMIN_TOKEN: on.stack.adminToken, DEV_IDP_DIR: dirname(on.config.identity.jwksFile!), PAYMENTS_URL: on.paymentsUrl! },
+      }).then((r) => JSON.parse(r.stdout));
+    const t = await on.admin.createTenant('cli');
+    expect(await run('member', 'set', '--tenant', t.id, '--person', 'usr_cli', '--role', 'owner')).toMatchObject({ person_id: 'usr_cli', role: 'owner' });
+    await expect(run('member', 'set', '--tenant', t.id, '--person', 'usr_cli', '--role', 'member')).rejects.toThrow(/owner/); // the last owner
+    // A session for a person with roles in two workspaces; the roles are recorded.
+    const u = await on.admin.createTenant('cli-2');
+    const { token } = await run('session', 'mint', '--user', 'usr_two', '--workspace', `${t.id}:admin`, '--workspace', `${u.id}:member`);
+    expect((await run('member', 'list', '--tenant', t.id)).map((m: { person_id: string; role: string }) => `${m.person_id}:${m.role}`).sort()).toEqual(['usr_cli:owner', 'usr_two:admin']);
+    const me = await call(`${on.base}/accounts/me`, { headers: { authorization: `Bearer ${token}`, 'x-workspace-id': u.id } });
+    expect(me.json).toMatchObject({ workspace_id: u.id, role: 'member' });
+    // Tiers: replaced, then back to the configured ones.
+    expect((await run('tier', 'set', '--tiers', 'small=5,big=250.5')).map((x: { id: string; amount: number }) => [x.id, x.amount])).toEqual([['small', 5_000_000], ['big', 250_500_000]]);
+    expect((await send(on, 'GET', '/credits/tiers', { token, headers: { 'x-workspace-id': t.id } })).json.data.map((x: { id: string }) => x.id)).toEqual(['small', 'big']);
+    expect((await run('tier', 'reset')).map((x: { id: string }) => x.id)).toEqual(['tier_10', 'tier_25', 'tier_50', 'tier_100']);
+    // The payment simulator: a token, never the number.
+    const card = await run('payments', 'token', '--card', '4000000000000002');
+    expect(card).toMatchObject({ brand: 'visa', last4: '0002' });
+    expect(JSON.stringify(card)).not.toContain('4000000000000002');
+    expect(await run('payments', 'behaviour', '--token', card.id, '--set', 'succeed')).toMatchObject({ behaviour: 'succeed' });
+    // Keys issued by the operator for a person act as that person.
+    const k = await run('key', 'create', '--tenant', t.id, '--person', 'usr_cli');
+    expect((await send(on, 'GET', '/accounts/me', { key: k.key })).json).toMatchObject({ person_id: 'usr_cli', role: 'owner' });
+  }, 60_000);
+});
