@@ -7,6 +7,7 @@ import { AccountError, AccountErrors, requestIdOf, sendError, sendValidation, Va
 import { accountRoutes } from './routes/accounts.js';
 import { creditRoutes } from './routes/credits.js';
 import { KNOWN_PATHS } from './paths.js';
+import { openApiText } from './openapi.js';
 
 /**
  * The account service: /v1/accounts* (the caller, members and roles, keys)
@@ -37,6 +38,8 @@ export function buildAccountService(deps: AccountDeps): FastifyInstance {
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  const openapi = openApiText(deps.cfg.brand);
+  app.get(`${API_PREFIX}/openapi.json`, async (_req, reply) => reply.type('application/json').send(openapi));
 
   app.addHook('onRequest', async (req, reply) => {
     const path = req.url.split('?', 1)[0] ?? '';

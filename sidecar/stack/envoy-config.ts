@@ -178,6 +178,12 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
     bySidecar({ path: `${p}/usage` }),
     toAccount('/credits'),
     toAccount('/accounts'),
+    // The OpenAPI document: public, served by the account service (no credentials, no processing).
+    {
+      match: { path: `${p}/openapi.json` },
+      route: { cluster: 'account', prefix_rewrite: `${account.basePath}${p}/openapi.json`, timeout: '10s' },
+      typed_per_filter_config: { ...disableExtProc, ...disableExtAuthz },
+    },
     // Outside the API prefix: no envelope; a key presented here is refused by ext_authz (403).
     {
       match: { safe_regex: { regex: `^(?:[^/]|/(?:[^v]|v[^1]|v1[^/])).*|/v?1?$` } },

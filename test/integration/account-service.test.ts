@@ -247,3 +247,16 @@ describe('operator CLI and the development identity provider (item 14)', () => {
     expect((await send(on, 'GET', '/accounts/me', { key: k.key })).json).toMatchObject({ person_id: 'usr_cli', role: 'owner' });
   }, 60_000);
 });
+
+describe('the OpenAPI document (item 13)', () => {
+  it('is served by the gateway at /v1/openapi.json without credentials, and is the committed one', async () => {
+    const { readFileSync } = await import('node:fs');
+    const committed = JSON.parse(readFileSync('docs/openapi.json', 'utf8'));
+    for (const gw of [on, off]) {
+      const r = await call(`${gw.base}/openapi.json`);
+      expect(r.status).toBe(200);
+      expect(r.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(r.json).toEqual(committed);
+    }
+  });
+});
