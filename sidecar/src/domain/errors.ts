@@ -94,7 +94,6 @@ export const AccountErrors = Object.freeze({
   invalidCursor: acct(400, 'invalid_request_error', 'VAL_001', 'invalid_cursor', 'The cursor is not one this service handed out; start again without it.'),
   unknownCreditTier: acct(400, 'invalid_request_error', 'VAL_001', 'unknown_credit_tier', 'That credit tier is not on offer; GET /v1/credits/tiers lists them.'),
   invalidAmount: acct(400, 'invalid_request_error', 'VAL_001', 'invalid_amount', 'The amount is outside the allowed top-up range or not a whole cent.'),
-  invalidQuery: acct(400, 'invalid_request_error', 'VAL_001', 'invalid_query', 'A query parameter is invalid.'),
   unsupportedMediaType: acct(415, 'invalid_request_error', 'VAL_001', 'unsupported_media_type', 'Send request bodies as application/json.'),
   requestTooLarge: acct(413, 'invalid_request_error', 'VAL_001', 'request_too_large', 'The request body is too large.'),
   methodNotAllowed: acct(405, 'invalid_request_error', 'VAL_001', 'method_not_allowed', 'Method not allowed on this path.'),
@@ -113,6 +112,7 @@ export const AccountErrors = Object.freeze({
   capBelowAmount: acct(409, 'invalid_request_error', 'RES_003', 'cap_below_amount', 'The top-up amount is above the workspace monthly spend cap.'),
   topupNotConfigured: acct(409, 'invalid_request_error', 'RES_003', 'topup_not_configured', 'No payment provider is configured on this deployment.'),
   cardDeclined: acct(402, 'card_error', 'RES_003', 'card_declined', 'The card was declined; nothing was charged or credited.'),
+  /** Reserved: the account service does not throttle yet. */
   rateLimited: acct(429, 'rate_limit_error', 'RATE_001', 'rate_limit_exceeded', 'Too many requests; wait and retry.'),
   paymentUnavailable: acct(503, 'api_error', 'SRV_001', 'payment_unavailable', 'The payment provider could not be reached; nothing was credited. Retry with the same Idempotency-Key.'),
   storeUnavailable: acct(503, 'api_error', 'SRV_001', 'service_unavailable', 'The account service is temporarily unavailable.'),
