@@ -13,6 +13,8 @@ import { PaymentUnavailableError } from '../payments/provider.js';
 const CENT = 10_000;
 /** How long a resend waits for the first request with its Idempotency-Key to finish. */
 const IDEMPOTENT_WAIT_MS = 10_000;
+/** A pending Idempotency-Key claim older than this belongs to a request that died. */
+const STALE_CLAIM_MS = 60_000;
 
 /**
  * /v1/credits* (billing on): reads for anyone in the workspace (keys too);
@@ -209,6 +211,12 @@ export function creditRoutes(app: FastifyInstance, deps: AccountDeps): void {
       if (existing === null) break;
       if (existing.fingerprint !== fingerprint) throw new AccountError(AccountErrors.idempotencyKeyReused);
       if (existing.state === 'done') return send({ status: existing.status, body: existing.body }, true);
+      // A claim left by a process that died mid-request: take it over (the provider charge is idempotent by
+      // the same key and the credit by the charge id, so running again never charges or credits twice).
+      if (clock() - Date.parse(existing.createdAt) > STALE_CLAIM_MS) {
+        await deps.accounts.dropIdempotency(workspaceId, key);
+        continue;
+      }
       if (Date.now() > deadline) throw new AccountError(AccountErrors.idempotencyInProgress);
       await new Promise((r) => setTimeout(r, 25));
     }
