@@ -48,6 +48,14 @@ export function buildAccountService(deps: AccountDeps): FastifyInstance {
     }
   });
 
+  // One line per request (the route's template, never a body, a key or a card token).
+  app.addHook('onResponse', async (req, reply) => {
+    deps.log.info(
+      { request_id: requestIdOf(req), method: req.method, route: req.routeOptions.url ?? 'unknown', status: reply.statusCode, tenant_id: req.headers[`x-${deps.cfg.brand}-tenant-id`] },
+      'account request',
+    );
+  });
+
   accountRoutes(app, deps);
   if (billingEnabled) creditRoutes(app, deps);
 

@@ -11,12 +11,17 @@ import { call, expectEnvelope, post, type Reply } from '../harness/http.js';
  */
 let gw: TestGateway;
 let bare: TestGateway;
+let mem: TestGateway; // billing on, memory store (the account service inside the sidecar), payment simulator
 
 beforeAll(async () => {
-  [gw, bare] = await Promise.all([startGateway({ store: 'redis', billing: true, config: { billing: { creditCheck: true } } }), startGateway({ billing: 'no-payments' })]);
-}, 120_000);
+  [gw, bare, mem] = await Promise.all([
+    startGateway({ store: 'redis', billing: true, config: { billing: { creditCheck: true } } }),
+    startGateway({ billing: 'no-payments' }),
+    startGateway({ billing: true }),
+  ]);
+}, 180_000);
 afterAll(async () => {
-  await Promise.all([gw?.stop(), bare?.stop()]);
+  await Promise.all([gw?.stop(), bare?.stop(), mem?.stop()]);
 });
 
 const CARDS = { ok: '4242424242424242', declined: '4000000000000002', transient: '4000000000000119' };
@@ -60,8 +65,8 @@ function expectToken(r: Reply, status: number, code: string, token: string): voi
   expect(r.json.error.message).toContain(`'error': '${token}'`);
 }
 
-async function cardToken(number: string): Promise<string> {
-  const r = await fetch(`${gw.paymentsUrl}/v1/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ number }) });
+async function cardToken(number: string, g: TestGateway = gw): Promise<string> {
+  const r = await fetch(`${g.paymentsUrl}/v1/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ number }) });
   return ((await r.json()) as { id: string }).id;
 }
 
@@ -341,5 +346,23 @@ describe('auto top-up fires (item 8) and the money tests (item 16)', () => {
     expect(after.length).toBeGreaterThan(before.length); // inference really ran meanwhile
     // Newest first throughout: the order of the ledger itself.
     expect(seen).toEqual(after.filter((id) => seen.includes(id)));
+  }, 60_000);
+});
+
+describe('the embedded memory store (item 1)', () => {
+  it('top-up, saved card and auto top-up work the same with the account service inside the sidecar', async () => {
+    const ws = await workspace(mem);
+    const card = await cardToken(CARDS.ok, mem);
+    const t = await req(mem, 'POST', '/credits/topup', { token: ws.owner }, { tier: 'tier_10', payment_method: card, save_card: true }, { 'idempotency-key': 'm1' });
+    expect(t.status, t.text).toBe(201);
+    expect((await req(mem, 'POST', '/credits/topup', { token: ws.owner }, { tier: 'tier_10', payment_method: card, save_card: true }, { 'idempotency-key': 'm1' })).json.id).toBe(t.json.id);
+    expect((await req(mem, 'PUT', '/credits/auto-topup', { token: ws.owner }, { threshold: 10_000_000 - 1, tier: 'tier_25' })).status).toBe(200);
+    const replies = await Promise.all(Array.from({ length: 10 }, () => post(`${mem.base}/chat/completions`, chatBody(), ws.memberKey)));
+    for (const r of replies) expect(r.status).toBe(200);
+    await until(async () => (await allTransactions(mem, { token: ws.owner })).some((x) => x.type === 'auto_topup'));
+    await new Promise((r) => setTimeout(r, 300));
+    const tx = await allTransactions(mem, { token: ws.owner });
+    expect(tx.filter((x) => x.type === 'auto_topup')).toHaveLength(1);
+    expect(tx.filter((x) => x.type === 'topup')).toHaveLength(1);
   }, 60_000);
 });
