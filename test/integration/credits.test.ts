@@ -366,3 +366,17 @@ describe('the embedded memory store (item 1)', () => {
     expect(tx.filter((x) => x.type === 'topup')).toHaveLength(1);
   }, 60_000);
 });
+
+describe('nothing secret in the logs', () => {
+  it('no card number, card token or key in any process log line (account service, sidecar, payment simulator, Envoy)', async () => {
+    const ws = await workspace(gw);
+    const token = await cardToken(CARDS.ok);
+    await req(gw, 'POST', '/credits/topup', { token: ws.owner }, { tier: 'tier_10', payment_method: token, save_card: true });
+    const created = await req(gw, 'POST', '/accounts/keys', { token: ws.owner }, { name: 'log-check' });
+    expect(created.status).toBe(201);
+    await new Promise((r) => setTimeout(r, 300));
+    const logs = gw.stack.processes.map((p) => p.lines.join('\n')).join('\n');
+    expect(logs).toContain('top-up credited');
+    for (const secret of [CARDS.ok, CARDS.declined, token, created.json.key, ws.ownerKey]) expect(logs).not.toContain(secret);
+  });
+});
