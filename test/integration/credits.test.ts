@@ -17,7 +17,7 @@ beforeAll(async () => {
   [gw, bare, mem] = await Promise.all([
     startGateway({ store: 'redis', billing: true, config: { billing: { creditCheck: true } } }),
     startGateway({ billing: 'no-payments' }),
-    startGateway({ billing: true }),
+    startGateway({ billing: true, config: { accountService: { topupsPerMinute: 3 } } }),
   ]);
 }, 180_000);
 afterAll(async () => {
@@ -350,6 +350,29 @@ describe('auto top-up fires (item 8) and the money tests (item 16)', () => {
 });
 
 describe('the embedded memory store (item 1)', () => {
+  it('top-up attempts beyond accountService.topupsPerMinute are 429 RATE_001 with Retry-After; resends from an Idempotency-Key do not count', async () => {
+    const ws = await workspace(mem);
+    const card = await cardToken(CARDS.ok, mem);
+    // Seven attempts: whatever minute boundary falls among them, at most 3 per window reach the provider.
+    const replies: Reply[] = [];
+    for (let i = 0; i < 7; i++) {
+      replies.push(await req(mem, 'POST', '/credits/topup', { key: ws.ownerKey }, { tier: 'tier_10', payment_method: card }, { 'idempotency-key': `rl-${i}` }));
+    }
+    const ok = replies.filter((r) => r.status === 201);
+    expect(ok.length).toBeGreaterThanOrEqual(3);
+    expect(ok.length).toBeLessThanOrEqual(6);
+    const limited = replies.find((r) => r.status === 429)!;
+    expectToken(limited, 429, 'RATE_001', 'rate_limit_exceeded');
+    expect(limited.json.error.type).toBe('rate_limit_error');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    // A resend of a credited top-up is answered from its key, whatever the limit.
+    const first = replies.indexOf(ok[0]!);
+    const again = await req(mem, 'POST', '/credits/topup', { key: ws.ownerKey }, { tier: 'tier_10', payment_method: card }, { 'idempotency-key': `rl-${first}` });
+    expect(again.status).toBe(201);
+    expect(again.json.id).toBe(ok[0]!.json.id);
+    expect((await req(mem, 'GET', '/credits', { key: ws.ownerKey })).json.balance).toBe(ok.length * 10_000_000);
+  });
+
   it('top-up, saved card and auto top-up work the same with the account service inside the sidecar', async () => {
     const ws = await workspace(mem);
     const card = await cardToken(CARDS.ok, mem);

@@ -89,6 +89,15 @@ describe.each(kinds)('%s account store', (_kind, make) => {
     expect(await s.getTiers()).toBeNull();
   });
 
+  it('counts events per workspace, counter and minute', async () => {
+    const s = make();
+    const counts = await Promise.all(Array.from({ length: 5 }, () => s.countInWindow('w', 'topup', 100)));
+    expect(counts.sort()).toEqual([1, 2, 3, 4, 5]);
+    expect(await s.countInWindow('w', 'topup', 101)).toBe(1);
+    expect(await s.countInWindow('w', 'other', 100)).toBe(1);
+    expect(await s.countInWindow('w2', 'topup', 100)).toBe(1);
+  });
+
   it('an Idempotency-Key is claimed once; finished records are returned; a dropped claim can be taken again', async () => {
     const s = make();
     const claims = await Promise.all(Array.from({ length: 20 }, () => s.claimIdempotency('w', 'k', pending)));

@@ -102,6 +102,12 @@ export function creditRoutes(app: FastifyInstance, deps: AccountDeps): void {
     const key = typeof header === 'string' && header.length > 0 && header.length <= 200 ? header : null;
     const fingerprint = createHash('sha256').update(JSON.stringify([c.workspaceId, price, token, body.save_card])).digest('hex');
     return idempotent(req, reply, c.workspaceId, key, fingerprint, async () => {
+      // Only attempts that reach the provider count (a resend answered from its Idempotency-Key does not).
+      const minute = Math.floor(clock() / 60_000);
+      if ((await deps.accounts.countInWindow(c.workspaceId, 'topup', minute)) > svc.topupsPerMinute) {
+        reply.header('retry-after', String(60 - Math.floor((clock() / 1000) % 60)));
+        throw new AccountError(AccountErrors.rateLimited);
+      }
       let card;
       try {
         card = await payments.card(token);

@@ -124,6 +124,8 @@ export const ConfigSchema = z
         /** Free-amount top-ups: whole cents between these bounds (micro-units). */
         minTopupAmount: micro.positive().default(5_000_000),
         maxTopupAmount: micro.positive().default(10_000_000_000),
+        /** Top-up attempts that reach the payment provider, per workspace per minute (card-testing guard); above: 429 RATE_001. */
+        topupsPerMinute: z.number().int().positive().default(20),
         /** Transaction history page size: default and maximum. */
         pageSize: z.number().int().positive().default(20),
         maxPageSize: z.number().int().positive().default(100),

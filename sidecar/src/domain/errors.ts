@@ -112,8 +112,7 @@ export const AccountErrors = Object.freeze({
   capBelowAmount: acct(409, 'invalid_request_error', 'RES_003', 'cap_below_amount', 'The top-up amount is above the workspace monthly spend cap.'),
   topupNotConfigured: acct(409, 'invalid_request_error', 'RES_003', 'topup_not_configured', 'No payment provider is configured on this deployment.'),
   cardDeclined: acct(402, 'card_error', 'RES_003', 'card_declined', 'The card was declined; nothing was charged or credited.'),
-  /** Reserved: the account service does not throttle yet. */
-  rateLimited: acct(429, 'rate_limit_error', 'RATE_001', 'rate_limit_exceeded', 'Too many requests; wait and retry.'),
+  rateLimited: acct(429, 'rate_limit_error', 'RATE_001', 'rate_limit_exceeded', 'Too many top-up attempts this minute; wait and retry.'),
   paymentUnavailable: acct(503, 'api_error', 'SRV_001', 'payment_unavailable', 'The payment provider could not be reached; nothing was credited. Retry with the same Idempotency-Key.'),
   storeUnavailable: acct(503, 'api_error', 'SRV_001', 'service_unavailable', 'The account service is temporarily unavailable.'),
   internal: acct(500, 'api_error', 'SRV_001', 'internal_error', 'The account service failed to handle this request.'),

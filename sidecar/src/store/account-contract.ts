@@ -89,6 +89,9 @@ export interface AccountStore {
   /** Drops a pending claim (the attempt failed transiently and may be retried). */
   dropIdempotency(workspaceId: string, key: string): Promise<void>;
 
+  /** Counts one event in the current fixed window (epoch minute) of a workspace's counter; returns the count so far. */
+  countInWindow(workspaceId: string, counter: string, minute: number): Promise<number>;
+
   close(): Promise<void>;
 }
 

@@ -8,6 +8,7 @@ export function createMemoryAccountStore(): AccountStore {
   const autos = new Map<string, AutoTopup>();
   const idem = new Map<string, IdempotencyRecord>();
   let tiers: CreditTier[] | null = null;
+  const windows = new Map<string, number>();
   const ws = (id: string) => {
     let m = members.get(id);
     if (!m) members.set(id, (m = new Map()));
@@ -84,6 +85,13 @@ export function createMemoryAccountStore(): AccountStore {
     },
     async dropIdempotency(w, key) {
       idem.delete(`${w}\u0000${key}`);
+    },
+    async countInWindow(w, counter, minute) {
+      for (const k of windows.keys()) if (Number(k.slice(0, k.indexOf('|'))) < minute - 1) windows.delete(k);
+      const id = `${minute}|${w}|${counter}`;
+      const n = (windows.get(id) ?? 0) + 1;
+      windows.set(id, n);
+      return n;
     },
     async close() {},
   };

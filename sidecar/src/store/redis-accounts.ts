@@ -7,6 +7,7 @@
  *   <p>:ws:{w}:idem:<key>    string  JSON IdempotencyRecord (24 h)
  *   <p>:keyperson:<keyId>    string  the person a key was issued by
  *   <p>:tiers                string  JSON CreditTier[] (unset: the configured tiers)
+ *   <p>:ws:{w}:rl:<c>:<min>  string  events of counter c in that minute (expires after 2 min)
  *
  * Role changes and removals run as one script over the members hash, so
  * "a workspace always keeps an owner" holds under concurrent changes.
@@ -49,6 +50,7 @@ export function createRedisAccountStore(opts: { url: string; prefix: string; cli
     idem: (w: string, key: string) => `${p}:ws:{${enc(w)}}:idem:${enc(key)}`,
     keyPerson: (id: string) => `${p}:keyperson:${enc(id)}`,
     tiers: `${p}:tiers`,
+    window: (w: string, c: string, minute: number) => `${p}:ws:{${enc(w)}}:rl:${enc(c)}:${minute}`,
   };
   const json = <T>(v: string | null): T | null => (v === null ? null : (JSON.parse(v) as T));
   const setOrDel = (key: string, v: unknown): Promise<unknown> => redis<unknown>(() => (v === null ? client.del(key) : client.set(key, JSON.stringify(v))));
@@ -113,6 +115,11 @@ export function createRedisAccountStore(opts: { url: string; prefix: string; cli
     },
     async dropIdempotency(w, key) {
       await redis(() => client.del(k.idem(w, key)));
+    },
+    async countInWindow(w, counter, minute) {
+      const key = k.window(w, counter, minute);
+      const [[, n]] = (await redis(() => client.multi().incr(key).expire(key, 120).exec())) as [[unknown, number]];
+      return n;
     },
     close,
   };
