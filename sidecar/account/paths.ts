@@ -1,5 +1,7 @@
+import { API_PREFIX } from '../src/api-prefix.js';
+
 /** Every path the account service serves (a known path with another method is a 405, anything else a 404). */
-const p = (template: string) => ({ template, pattern: new RegExp(`^/v1${template.replace(/\{[a-z_]+\}/g, '[^/]+')}$`) });
+const p = (template: string) => ({ template, pattern: new RegExp(`^${API_PREFIX}${template.replace(/\{[a-z_]+\}/g, '[^/]+')}$`) });
 
 export const KNOWN_PATHS = [
   p('/accounts/me'),

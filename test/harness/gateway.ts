@@ -59,7 +59,22 @@ export interface GatewayOptions {
 
 
 
+/**
+ * Starts the topology on free ports. A port that was free when picked can be
+ * taken by another process (or an outgoing connection) before a server binds
+ * it; then the whole start is tried again on fresh ports (at most 3 times).
+ */
 export async function startGateway(opts: GatewayOptions = {}): Promise<TestGateway> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startGatewayOnce(opts);
+    } catch (err) {
+      if (attempt >= 3 || !/address already in use|EADDRINUSE/i.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function startGatewayOnce(opts: GatewayOptions): Promise<TestGateway> {
   const envoyBin = requireEnvoy();
   const redis = opts.store === 'redis' && !opts.redisUrl ? await startRedis({ persistent: opts.redisPersistent }) : null;
   const redisUrl = opts.redisUrl ?? redis?.url;
@@ -103,6 +118,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     });
   } catch (err) {
     await redis?.stop();
+    rmSync(runDir, { recursive: true, force: true });
     throw err;
   }
   const adminClient = new AdminClient(stack.adminUrl, stack.adminToken);

@@ -4,7 +4,8 @@ import type { LedgerEntry } from '../../src/store/ledger-contract.js';
 import type { AutoTopup, CreditTier, IdempotencyRecord } from '../../src/store/account-contract.js';
 import type { AccountDeps } from '../deps.js';
 import { requireOwnerOrAdmin, requireSession, resolveCaller } from '../caller.js';
-import { AccountError, AccountErrors, parseWith } from '../http-errors.js';
+import { AccountError, AccountErrors, parseWith, requestIdOf } from '../http-errors.js';
+import { envelope, gatewayError, type ErrorEntry } from '../../src/domain/errors.js';
 import { AutoTopupBody, SpendCapBody, TopupBody, TransactionsQuery } from '../schemas.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { PaymentUnavailableError } from '../payments/provider.js';
@@ -125,7 +126,7 @@ export function creditRoutes(app: FastifyInstance, deps: AccountDeps): void {
         else throw err;
       }
       if (r.status === 'failed') throw new AccountError(AccountErrors.paymentUnavailable);
-      if (r.status === 'declined') return errorResult(AccountErrors.cardDeclined, req);
+      if (r.status === 'declined') return errorResult(AccountErrors.cardDeclined);
       const entry = await deps.ledger.adjustBalance(c.workspaceId, price.amount, `topup:${r.chargeId}`, 'topup', clock());
       if (body.save_card) await deps.accounts.setCard(c.workspaceId, { token, brand: card.brand, last4: card.last4, savedAt: iso() });
       deps.log.info({ tenant_id: c.workspaceId, amount: price.amount, entry_id: entry.id, person_id: c.personId }, 'top-up credited');
@@ -238,17 +239,15 @@ export function creditRoutes(app: FastifyInstance, deps: AccountDeps): void {
   }
 }
 
-/** A final error kept as an idempotent result (a declined card stays declined for that key). */
-function errorResult(entry: { status: number; type: string; code: string | null; message: string }, _req: FastifyRequest) {
-  return { status: entry.status, body: { error: { message: entry.message, type: entry.type, param: null, code: entry.code, request_id: '' } } };
+/** A final error kept as an idempotent result (a declined card stays declined for that key); the request id is filled in when sent. */
+function errorResult(entry: ErrorEntry) {
+  return { status: entry.status, body: envelope(gatewayError(entry), '') };
 }
 
 /** Stored error bodies get the request id of the request being answered. */
 function withRequestId(body: unknown, req: FastifyRequest): unknown {
   const e = (body as { error?: Record<string, unknown> } | null)?.error;
-  if (!e) return body;
-  const rid = req.headers['x-request-id'];
-  return { error: { ...e, request_id: typeof rid === 'string' ? rid : '' } };
+  return e ? { error: { ...e, request_id: requestIdOf(req) } } : body;
 }
 
 function periodBounds(p: string): { start: string; end: string } {
