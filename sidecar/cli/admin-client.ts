@@ -19,6 +19,18 @@ export interface LedgerEntryView {
   reason: string | null;
 }
 
+export interface MemberView {
+  person_id: string;
+  role: string;
+  added_at: string;
+}
+
+export interface TierView {
+  id: string;
+  amount: number;
+  label: string;
+}
+
 export class AdminError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
@@ -54,7 +66,7 @@ export class AdminClient {
   listTenants() {
     return this.call<{ data: Array<{ id: string; name: string; created_at: string }> }>('GET', '/admin/tenants');
   }
-  createKey(tenantId: string, opts: { name?: string; scopes?: string[]; allowed_ips?: string[] | null } = {}) {
+  createKey(tenantId: string, opts: { name?: string; scopes?: string[]; allowed_ips?: string[] | null; person_id?: string } = {}) {
     return this.call<KeyCreated>('POST', `/admin/tenants/${encodeURIComponent(tenantId)}/keys`, opts);
   }
   listKeys(tenantId: string) {
@@ -84,6 +96,22 @@ export class AdminClient {
   /** Re-reads the configuration file on that instance and applies it on every instance. */
   reloadConfig() {
     return this.call<{ status: 'applied' | 'unchanged'; generation: number; aliases_moved: string[] }>('POST', '/admin/config/reload');
+  }
+  listMembers(tenantId: string) {
+    return this.call<{ data: MemberView[] }>('GET', `/admin/tenants/${encodeURIComponent(tenantId)}/members`);
+  }
+  /** Puts a person in a workspace with a role (whatever was there; a workspace still keeps an owner). */
+  setMember(tenantId: string, personId: string, role: 'owner' | 'admin' | 'member') {
+    return this.call<MemberView>('PUT', `/admin/tenants/${encodeURIComponent(tenantId)}/members/${encodeURIComponent(personId)}`, { role });
+  }
+  removeMember(tenantId: string, personId: string) {
+    return this.call<{ person_id: string; deleted: boolean }>('DELETE', `/admin/tenants/${encodeURIComponent(tenantId)}/members/${encodeURIComponent(personId)}`);
+  }
+  tiers() {
+    return this.call<{ data: TierView[]; source: string }>('GET', '/admin/tiers');
+  }
+  setTiers(tiers: TierView[] | null) {
+    return this.call<{ data: TierView[] }>('PUT', '/admin/tiers', { tiers });
   }
   revokeKey(keyId: string) {
     return this.call<Omit<KeyCreated, 'key'>>('POST', `/admin/keys/${encodeURIComponent(keyId)}/revoke`, {});

@@ -14,8 +14,9 @@ const HELP = `usage: npm run cli -- <command> [options]
 
   tenant create --name NAME            create a tenant, print its id
   tenant list                          list tenants
-  key create --tenant ID [--name N] [--scopes ai,...] [--allowed-ips 203.0.113.7,10.0.0.0/8]
-                                       issue a key; the key is printed once
+  key create --tenant ID [--name N] [--scopes ai,...] [--allowed-ips 203.0.113.7,10.0.0.0/8] [--person P]
+                                       issue a key (acting as person P for the owner rule);
+                                       the key is printed once
   key list --tenant ID                 list a tenant's keys (never the key itself)
   key revoke KEY_ID                    revoke a key
   credits grant --tenant ID --amount 12.50 [--key IDEMPOTENCY_KEY] [--reason TEXT]
@@ -28,9 +29,21 @@ const HELP = `usage: npm run cli -- <command> [options]
   config reload                        re-read the configuration file and apply it on every
                                        instance (alias moves, prices, limits); refused as a
                                        whole, with the reasons, if anything is wrong
-  session mint --user ID --workspace TENANT[:role] [--workspace …] [--ttl 3600]
+  member list --tenant ID              people of a workspace (tenant) and their roles
+  member set --tenant ID --person P --role owner|admin|member
+                                       put a person in a workspace with a role
+  member remove --tenant ID --person P remove a person (a workspace always keeps an owner)
+  tier list                            credit tiers on offer
+  tier set --tiers ID=AMOUNT[,ID=AMOUNT…]   replace them (amounts in currency units)
+  tier reset                           back to the configured tiers
+  session mint --user ID --workspace TENANT[:role] [--workspace …] [--ttl 3600] [--claim-only]
                                        mint a platform session token with the local
-                                       development identity provider (.run/dev-idp; DEV_IDP_DIR)
+                                       development identity provider (.run/dev-idp; DEV_IDP_DIR);
+                                       the roles are also recorded (operator API) unless --claim-only
+  payments token --card NUMBER         tokenise a test card with the payment simulator
+                                       (PAYMENTS_URL, default http://127.0.0.1:8082)
+  payments behaviour --token TOK --set succeed|decline|insufficient_funds|transient
+  payments charges                     charges the simulator has seen, newest first
 
   --json                               machine-readable output
 `;
@@ -53,6 +66,13 @@ async function run(argv: string[]): Promise<number> {
       scopes: { type: 'string' },
       'allowed-ips': { type: 'string' },
       user: { type: 'string' },
+      person: { type: 'string' },
+      role: { type: 'string' },
+      tiers: { type: 'string' },
+      card: { type: 'string' },
+      token: { type: 'string' },
+      set: { type: 'string' },
+      'claim-only': { type: 'boolean', default: false },
       workspace: { type: 'string', multiple: true },
       ttl: { type: 'string' },
       amount: { type: 'string' },
@@ -76,12 +96,37 @@ async function run(argv: string[]): Promise<number> {
   }
   if (noun === 'session' && verb === 'mint') {
     const dir = process.env.DEV_IDP_DIR || '.run/dev-idp';
-    const token = await mintSession(join(dir, 'private.jwk'), {
-      userId: need(values.user, '--user'),
-      workspaces: values.workspace ?? [],
-      ttlSeconds: values.ttl ? Number(values.ttl) : undefined,
-    });
+    const userId = need(values.user, '--user');
+    const workspaces = values.workspace ?? [];
+    const token = await mintSession(join(dir, 'private.jwk'), { userId, workspaces, ttlSeconds: values.ttl ? Number(values.ttl) : undefined });
+    if (!values['claim-only']) {
+      const api = client();
+      for (const w of workspaces) {
+        const [id, role = 'owner'] = w.split(':');
+        await api.setMember(id as string, userId, asRole(role));
+      }
+    }
     out(token, { token });
+    return 0;
+  }
+  if (noun === 'payments') {
+    const base = (process.env.PAYMENTS_URL || 'http://127.0.0.1:8082').replace(/\/$/, '');
+    const sim = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${base}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+      const data = (await res.json()) as Record<string, unknown>;
+      if (!res.ok) throw new Error(`payment simulator: HTTP ${res.status} ${JSON.stringify(data)}`);
+      return data;
+    };
+    if (verb === 'token') {
+      const t = await sim('POST', '/v1/tokens', { number: need(values.card, '--card') });
+      out(`${String(t.id)}  (${String(t.brand)} …${String(t.last4)})`, t);
+    } else if (verb === 'behaviour') {
+      const t = await sim('POST', `/v1/tokens/${encodeURIComponent(need(values.token, '--token'))}/behaviour`, { behaviour: need(values.set, '--set') });
+      out(`${String(t.id)} now ${String(t.behaviour)}`, t);
+    } else if (verb === 'charges') {
+      const { data } = (await sim('GET', '/v1/charges')) as { data: Array<Record<string, unknown>> };
+      out(data.map((c) => `${String(c.created)}\t${String(c.id)}\t${String(c.status)}\t${fromMicros(Number(c.amount))}\t${String(c.token)}`).join('\n'), data);
+    } else throw new UsageError(`unknown command: ${positionals.join(' ')}`);
     return 0;
   }
   const api = client();
@@ -95,6 +140,7 @@ async function run(argv: string[]): Promise<number> {
     const allowed = list(values['allowed-ips']);
     const k = await api.createKey(need(values.tenant, '--tenant'), {
       name: values.name,
+      ...(values.person ? { person_id: values.person } : {}),
       scopes: list(values.scopes),
       ...(allowed ? { allowed_ips: allowed } : {}),
     });
@@ -118,6 +164,32 @@ async function run(argv: string[]): Promise<number> {
   } else if (noun === 'config' && verb === 'reload') {
     const r = await api.reloadConfig();
     out(`${r.status}: generation ${r.generation}${r.aliases_moved.length ? `, moved ${r.aliases_moved.join(', ')}` : ''}`, r);
+  } else if (noun === 'member' && verb === 'list') {
+    const { data } = await api.listMembers(need(values.tenant, '--tenant'));
+    out(data.map((m) => `${m.person_id}\t${m.role}\t${m.added_at}`).join('\n'), data);
+  } else if (noun === 'member' && verb === 'set') {
+    const m = await api.setMember(need(values.tenant, '--tenant'), need(values.person, '--person'), asRole(need(values.role, '--role')));
+    out(`${m.person_id} ${m.role}`, m);
+  } else if (noun === 'member' && verb === 'remove') {
+    const r = await api.removeMember(need(values.tenant, '--tenant'), need(values.person, '--person'));
+    out(`${r.person_id} removed`, r);
+  } else if (noun === 'tier' && (verb === 'list' || verb === 'set' || verb === 'reset')) {
+    const tiers =
+      verb === 'list'
+        ? (await api.tiers()).data
+        : (
+            await api.setTiers(
+              verb === 'reset'
+                ? null
+                : need(values.tiers, '--tiers')
+                    .split(',')
+                    .map((pair) => {
+                      const [id = '', amount = ''] = pair.split('=');
+                      return { id: id.trim(), amount: toMicros(amount), label: amount.trim() };
+                    }),
+            )
+          ).data;
+    out(tiers.map((t) => `${t.id}\t${fromMicros(t.amount)}`).join('\n'), tiers);
   } else if (noun === 'key' && verb === 'revoke') {
     const k = await api.revokeKey(need(arg, 'KEY_ID'));
     out(`${k.id} ${k.status}`, k);
@@ -128,6 +200,11 @@ async function run(argv: string[]): Promise<number> {
 }
 
 class UsageError extends Error {}
+
+function asRole(role: string): 'owner' | 'admin' | 'member' {
+  if (role !== 'owner' && role !== 'admin' && role !== 'member') throw new UsageError('role must be owner, admin or member');
+  return role;
+}
 
 /** "12.5" (currency units) → 12500000 micro-units, exactly (no floating point). */
 function toMicros(text: string): number {

@@ -16,7 +16,11 @@ import { Lifecycle } from './domain/lifecycle.js';
 import { startGrpcServer } from './adapters/grpc-server.js';
 import { buildAdminServer } from './adapters/admin/server.js';
 import { createLogger } from './adapters/logger.js';
-import { createLedger, createStore } from './store/create.js';
+import { createAccountStore, createLedger, createStore } from './store/create.js';
+import { createAutoTopupTrigger } from './store/auto-topup-trigger.js';
+import { buildAccountService } from '../account/server.js';
+import { AutoTopupRunner } from '../account/auto-topup.js';
+import { paymentsFromConfig } from '../account/payments/from-config.js';
 import { Billing } from './domain/billing/service.js';
 import { SettlementJournal } from './domain/billing/journal.js';
 import { Gate } from './domain/gate.js';
@@ -92,15 +96,28 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const lifecycle = new Lifecycle();
   const live = new LiveExchanges();
   const admissions = new AdmissionCache();
-  const gate = new Gate(authorizer, billing, () => settings.current.admission, API_PREFIX, cfg.limits.maxRequestHeaders, admissions);
+  const gate = new Gate(authorizer, billing, () => settings.current.admission, API_PREFIX, cfg.limits.maxRequestHeaders, admissions, {
+    billingEnabled: cfg.accountService.billingEnabled,
+  });
+  const accounts = createAccountStore(cfg);
+  const trigger = createAutoTopupTrigger(cfg, ledger);
+  const payments = paymentsFromConfig(cfg);
+  const autoTopup = new AutoTopupRunner({ ledger, accounts, trigger, payments, currency: cfg.billing.currency, log });
+  const revoked = async (hash: string) => {
+    keyCache.invalidate(hash);
+    await keyEvents.publish(hash).catch(() => log.warn('revocation not broadcast; other instances drop the key when its cache entry expires'));
+  };
 
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
     metrics.exchange(s);
     if (s.held !== null) metrics.holdClosed(s.held);
     if (s.held !== null && s.principal) {
+      const tenantId = s.principal.tenantId;
       billing
         .finish({ principal: s.principal, ctx: s.ctx, requestId: s.requestId, usage: s.billable, startedAt: s.startedAt })
+        // Auto top-up: this settlement may have taken the available balance below the workspace's threshold.
+        .then(() => (cfg.accountService.billingEnabled ? autoTopup.afterSettlement(tenantId) : undefined))
         .catch((err: unknown) => {
           metrics.error('settlement');
           log.error({ request_id: s.requestId, err: (err as Error).name }, 'settlement failed');
@@ -187,13 +204,21 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     accepting: () => !lifecycle.draining,
     metrics,
     reloadConfig: () => reloader.reload('api'),
-    onKeyRevoked: (hash) => {
-      keyCache.invalidate(hash);
-      keyEvents.publish(hash).catch(() => log.warn('revocation not broadcast; other instances drop the key when its cache entry expires'));
-    },
+    accounts,
+    tiers: cfg.accountService.tiers,
+    onKeyRevoked: (hash) => void revoked(hash),
   });
   await admin.listen({ host: cfg.listen.admin.host, port: cfg.listen.admin.port });
   const adminPort = (admin.server.address() as { port: number }).port;
+  // The embedded memory store lives in this process, so the account service does too (its own listener).
+  const accountService =
+    store.kind === 'memory'
+      ? buildAccountService({ cfg, store, ledger, accounts, trigger, payments, log, onKeyRevoked: revoked })
+      : null;
+  if (accountService) {
+    const url = new URL(cfg.accountService.url);
+    await accountService.listen({ host: url.hostname, port: Number(url.port) });
+  }
   // Background money work: journaled settlements retried, leases of live holds renewed,
   // holds whose lease ran out (their owner died) released, also those of this
   // instance's previous life right after a restart.
@@ -268,8 +293,11 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       log.info({ drained_ms: Date.now() - started, journal_pending: journaled }, 'drained; closing the store connections');
       await grpc.close();
       await admin.close();
+      await accountService?.close();
       await ledger.close();
       await keyEvents.close();
+      await accounts.close();
+      await trigger.close();
       await store.close();
       log.flush();
     },

@@ -124,6 +124,8 @@ const HEADERS_ONLY_AUTHZ = {
   },
 };
 const disableExtProc = { 'envoy.filters.http.ext_proc': extProcDisabled };
+/** Neither authorization step (a public path). */
+const disableExtAuthz = { [KEY_CHECK_FILTER]: extAuthzOff, 'envoy.filters.http.ext_authz': extAuthzOff };
 
 /** ext_proc message flow per route (the sidecar decides nothing about phases at run time). */
 function extProcModes(mode: {
@@ -202,6 +204,12 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
     bySidecar('usage', { path: `${p}/usage` }),
     toAccount('/credits'),
     toAccount('/accounts'),
+    // The OpenAPI document: public, served by the account service (no credentials, no processing).
+    {
+      match: { path: `${p}/openapi.json` },
+      route: { cluster: 'account', prefix_rewrite: `${account.basePath}${p}/openapi.json`, timeout: '10s' },
+      typed_per_filter_config: { ...disableExtProc, ...disableExtAuthz },
+    },
     // Outside the API prefix: no envelope; a key presented here is refused by ext_authz (403).
     {
       name: 'outside_api',

@@ -16,6 +16,10 @@ interface Envelope {
   message: string;
 }
 
+import { AccountErrors, type ErrorEntry } from '../src/domain/errors.js';
+
+const accountEnvelope = (e: ErrorEntry): Envelope => ({ status: e.status, type: e.type, code: e.code, message: e.message });
+
 const UPSTREAM_FLAGS = ['UF', 'UH', 'UT', 'URX', 'UC', 'UO', 'UR', 'NC', 'LH', 'UPE', 'UMSDR', 'SI', 'DF', 'OM'];
 
 function body(e: Envelope, requestId: string): Record<string, unknown> {
@@ -71,6 +75,8 @@ export function localReplyConfig(apiPrefix: string): Record<string, unknown> {
       mapper(and(flags(UPSTREAM_FLAGS), accountPaths), unavailable),
       mapper(flags(UPSTREAM_FLAGS), upstream),
       mapper(flags(['DPE', 'UPE']), { status: 400, type: 'invalid_request_error', code: 'invalid_request', message: 'The request is malformed.' }),
+      // Over-size bodies on the account paths get the account service's shape (status-class code, token in the message).
+      mapper(and(statusIs(413), accountPaths), accountEnvelope(AccountErrors.requestTooLarge)),
       mapper(statusIs(413), { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' }),
       mapper(statusIs(431), { status: 431, type: 'invalid_request_error', code: 'request_headers_too_large', message: 'The request headers are too large.' }),
       mapper(statusIs(408), { status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'The request was not received in time.' }),

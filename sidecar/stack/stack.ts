@@ -20,6 +20,8 @@ export interface StackOptions {
   /** Start the bundled simulator on the upstream URL's port. */
   readonly simulator: boolean;
   readonly simulatorArgs?: readonly string[];
+  /** Start the bundled payment simulator on accountService.paymentsUrl's port. */
+  readonly paymentSimulator?: boolean;
   readonly echo?: boolean;
   readonly env?: NodeJS.ProcessEnv;
   readonly envoyLogLevel?: string;
@@ -36,6 +38,8 @@ export interface Stack {
   readonly configPath: string;
   readonly envoyAdminUrl: string;
   readonly simulatorUrl: string;
+  /** The payment provider's base URL (null: none configured). */
+  readonly paymentsUrl: string | null;
   readonly processes: ManagedProcess[];
   process(name: string): ManagedProcess;
   /** Output of every process, for a failure report. */
@@ -88,12 +92,19 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       const sim = spawnTs('simulator', 'sidecar/simulator/main.ts', ['--host', simHost, '--port', simPort, ...(opts.simulatorArgs ?? [])]);
       await sim.waitForLine(listeningLine, 20_000);
     }
-    const account = new URL(cfg.accountService.url);
-    const acct = spawnTs('account', 'sidecar/account/main.ts', ['--host', account.hostname, '--port', account.port, '--brand', cfg.brand, ...(cfg.accountService.billingEnabled ? ['--billing'] : [])]);
-    await acct.waitForLine(listeningLine, 20_000);
-
+    if (opts.paymentSimulator && cfg.accountService.paymentsUrl) {
+      const pay = new URL(cfg.accountService.paymentsUrl);
+      const payments = spawnTs('payments', 'sidecar/payments/main.ts', ['--host', pay.hostname, '--port', pay.port || '80']);
+      await payments.waitForLine(listeningLine, 20_000);
+    }
     const configPath = join(opts.runDir, 'gateway.yaml');
     writeFileSync(configPath, stringify(cfg));
+    // With Redis the account service is its own process; with the memory store the sidecar serves it (shared memory).
+    if (cfg.store.kind === 'redis') {
+      const acct = spawnTs('account', 'sidecar/account/main.ts', [], { GATEWAY_CONFIG: configPath });
+      await acct.waitForLine(listeningLine, 20_000);
+    }
+
     const tokenFile = join(opts.runDir, 'admin-token');
     // SIGKILL only well after the drain deadline: the sidecar settles and closes its stores first.
     const sidecarGraceMs = cfg.shutdown.drainSeconds * 1000 + 15_000;
@@ -124,6 +135,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       configPath,
       envoyAdminUrl,
       simulatorUrl: `${upstream.protocol}//${upstream.host}`,
+      paymentsUrl: cfg.accountService.paymentsUrl,
       processes,
       process(name) {
         const p = processes.find((x) => x.name === name);
@@ -157,7 +169,7 @@ function requireUpstreamTlsFiles(cfg: Config): void {
 /** A config with every listener moved to the given ports (the rest as given). */
 export function withPorts(
   cfg: Config,
-  ports: { gateway: number; envoyAdmin: number; admin: number; simulator: number; account: number },
+  ports: { gateway: number; envoyAdmin: number; admin: number; simulator: number; account: number; payments?: number },
   sidecarGrpc: string,
 ): Config {
   const raw = JSON.parse(JSON.stringify(cfg)) as Record<string, any>;
@@ -171,5 +183,6 @@ export function withPorts(
     raw.upstream.baseUrl = up.toString().replace(/\/$/, '');
   }
   raw.accountService.url = `http://127.0.0.1:${ports.account}`;
+  if (ports.payments !== undefined && raw.accountService.paymentsUrl) raw.accountService.paymentsUrl = `http://127.0.0.1:${ports.payments}`;
   return parseConfig(raw);
 }

@@ -33,14 +33,22 @@ async function main() {
   const devIdp = !cfg.identity.jwksFile && !cfg.identity.jwksUrl ? await ensureDevIdentity(join(runDir, 'dev-idp')) : null;
   if (devIdp) config = parseConfig({ ...config, identity: { ...config.identity, jwksFile: devIdp.jwksFile } });
 
-  process.stdout.write(`Starting: ${simulator ? 'simulator, ' : ''}account service, sidecar (store: ${cfg.store.kind}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`);
-  const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.simulatorArgs, echo: process.env.STACK_ECHO === '1' });
+  // Billing on without a payment provider configured: the bundled payment simulator on 127.0.0.1:8082.
+  if (config.accountService.billingEnabled && !config.accountService.paymentsUrl) {
+    config = parseConfig({ ...config, accountService: { ...config.accountService, paymentsUrl: 'http://127.0.0.1:8082' } });
+  }
+  const payUrl = config.accountService.paymentsUrl ? new URL(config.accountService.paymentsUrl) : null;
+  const paymentSimulator = payUrl !== null && (payUrl.hostname === '127.0.0.1' || payUrl.hostname === 'localhost');
+
+  process.stdout.write(`Starting: ${simulator ? 'simulator, ' : ''}${paymentSimulator ? 'payment simulator, ' : ''}account service, sidecar (store: ${cfg.store.kind}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`);
+  const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.simulatorArgs, paymentSimulator, echo: process.env.STACK_ECHO === '1' });
 
   const admin = new AdminClient(stack.adminUrl, stack.adminToken);
   const tenant = await admin.createTenant('development');
   const key = await admin.createKey(tenant.id, { name: 'dev', scopes: ['ai'] });
   const credits = 100_000_000; // 100 units of the currency, in micro-units
   await admin.adjustCredits(tenant.id, credits, `dev-grant-${tenant.id}`, 'development credits');
+  await admin.setMember(tenant.id, 'u_dev', 'owner'); // the development person owns the development workspace
 
   const base = `${stack.gatewayUrl}/v1`;
   process.stdout.write(
@@ -51,7 +59,8 @@ async function main() {
       `Development key:  ${key.key}   (tenant ${tenant.id}; shown once)`,
       `Credits:          ${credits / 1_000_000} ${cfg.billing.currency} granted (credit check ${cfg.billing.creditCheck ? 'on' : 'off'}; see GET /v1/usage)`,
       `Operator API:     ${stack.adminUrl} (token in .run/admin-token; use \`npm run cli -- help\`)`,
-      ...(devIdp ? [`Sessions:         npm run cli -- session mint --user u_dev --workspace ${tenant.id}   (development identity provider)`] : []),
+      ...(devIdp ? [`Sessions:         npm run cli -- session mint --user u_dev --workspace ${tenant.id}:owner   (development identity provider)`] : []),
+      `Billing:          ${config.accountService.billingEnabled ? `on (/v1/credits*; payments: ${config.accountService.paymentsUrl})` : 'off (/v1/credits* is 404; BILLING_ENABLED=true npm start turns it on)'}`,
       '',
       'Try:',
       `  curl -s ${base}/models -H 'X-API-Key: ${key.key}'`,

@@ -28,6 +28,8 @@ export interface TestGateway {
   readonly key: string;
   readonly redis: RedisServer | null;
   readonly upstreamKey: string;
+  /** The payment simulator's base URL (billing: true), else null. */
+  readonly paymentsUrl: string | null;
   /** Mints a platform session token trusted by this gateway. */
   session(opts: Omit<MintOptions, 'userId'> & { userId?: string }): Promise<string>;
   /** Mints a token with a key pair this gateway does not trust. */
@@ -51,15 +53,33 @@ export interface GatewayOptions {
   readonly simulator?: boolean;
   /** The simulator on HTTPS with a local CA the gateway trusts, as `SIMULATOR_TLS=1 npm start` does. */
   readonly simulatorTls?: boolean;
+  /** Billing on (the account service's /credits*) with the bundled payment simulator as the provider. */
+  readonly billing?: boolean | 'no-payments';
 }
 
 
 
+/**
+ * Starts the topology on free ports. A port that was free when picked can be
+ * taken by another process (or an outgoing connection) before a server binds
+ * it; then the whole start is tried again on fresh ports (at most 3 times).
+ */
 export async function startGateway(opts: GatewayOptions = {}): Promise<TestGateway> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startGatewayOnce(opts);
+    } catch (err) {
+      if (attempt >= 3 || !/address already in use|EADDRINUSE/i.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function startGatewayOnce(opts: GatewayOptions): Promise<TestGateway> {
   const envoyBin = requireEnvoy();
   const redis = opts.store === 'redis' && !opts.redisUrl ? await startRedis({ persistent: opts.redisPersistent }) : null;
   const redisUrl = opts.redisUrl ?? redis?.url;
-  const [gateway, envoyAdmin, admin, simulator, account] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [gateway, envoyAdmin, admin, simulator, account, payments] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const paymentsUrl = opts.billing === true ? `http://127.0.0.1:${payments}` : null;
   const runDir = mkdtempSync(join(tmpdir(), 'gw-test-'));
   const upstreamKey = 'sk-provider-test-secret';
   const idp = await ensureDevIdentity(join(runDir, 'dev-idp'));
@@ -72,7 +92,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
       sidecarGrpc: `unix:${join(runDir, 'sidecar.sock')}`,
     },
     upstream: { baseUrl: `http://127.0.0.1:${simulator}/v1`, apiKeyEnv: 'TEST_UPSTREAM_KEY', idleTimeoutMs: 3000 },
-    accountService: { url: `http://127.0.0.1:${account}` },
+    accountService: { url: `http://127.0.0.1:${account}`, billingEnabled: Boolean(opts.billing), paymentsUrl },
     identity: { jwksFile: idp.jwksFile },
     log: { level: 'info' },
     // A stop waits this long at most for exchanges a test left open.
@@ -92,11 +112,13 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
       runDir,
       simulator: opts.simulator ?? true,
       simulatorArgs: ['--api-key', upstreamKey, ...(https?.simulatorArgs ?? []), ...(opts.simulatorArgs ?? [])],
+      paymentSimulator: paymentsUrl !== null,
       env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
       nodeArgs: opts.nodeArgs,
     });
   } catch (err) {
     await redis?.stop();
+    rmSync(runDir, { recursive: true, force: true });
     throw err;
   }
   const adminClient = new AdminClient(stack.adminUrl, stack.adminToken);
@@ -111,6 +133,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
     key: created.key,
     redis,
     upstreamKey,
+    paymentsUrl,
     session: (o) => mintSession(idp.privateJwkFile, { userId: 'usr_test', ...o }),
     foreignSession: (o) => mintSession(foreignIdp.privateJwkFile, { userId: 'usr_test', ...o }),
     async sim(path, init) {

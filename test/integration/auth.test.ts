@@ -68,7 +68,8 @@ describe('platform sessions (rules 2, 3, 11; issue: workspaces)', () => {
   });
 
   it('X-Workspace-ID picks the workspace; one the person is not in is refused', async () => {
-    const multi = await gw.session({ workspaces: ['ten_other:member', `${gw.tenantId}:admin`] });
+    // A person not yet in the account records: the claim brings them in with the claimed role.
+    const multi = await gw.session({ userId: 'usr_multi', workspaces: ['ten_other:member', `${gw.tenantId}:admin`] });
     const picked = await me({ ...bearer(multi), 'x-workspace-id': gw.tenantId });
     expect(picked.json).toMatchObject({ tenant_id: gw.tenantId, role: 'admin' });
     const other = await me({ ...bearer(multi), 'x-workspace-id': 'ten_other' });

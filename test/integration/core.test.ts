@@ -275,7 +275,10 @@ describe('request ids and Envoy replies', () => {
     const big = 'x'.repeat(gw.config.limits.maxRequestBytes + 1024);
     const r = await post(`${gw.base}/chat/completions`, chat('svc-core', { messages: [{ role: 'user', content: big }] }), gw.key);
     expectEnvelope(r, 413, 'request_too_large');
-    expectEnvelope(await post(`${gw.base}/accounts/me`, { pad: big }, gw.key), 413, 'request_too_large');
+    // The account paths answer in the account service's shape: status-class code, token in the message.
+    const acct = await post(`${gw.base}/accounts/me`, { pad: big }, gw.key);
+    expectEnvelope(acct, 413, 'VAL_001');
+    expect(acct.json.error.message).toContain("'error': 'request_too_large'");
     const huge = 'x'.repeat(gw.config.limits.maxResponseBytes + 1024); // beyond what Envoy buffers at all
     expectEnvelope(await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: huge }, gw.key), 413, 'request_too_large');
   });
@@ -300,7 +303,8 @@ describe('request ids and Envoy replies', () => {
 describe('log lines', () => {
   it('carry the request id, and never an internal model name, a key or prompt text', async () => {
     const marker = 'PROMPT-TEXT-MARKER-5521';
-    const names = ['sidecar', 'envoy', 'account'];
+    // With the memory store the account service runs inside the sidecar's process.
+    const names = gw.stack.processes.filter((p) => ['sidecar', 'envoy', 'account'].includes(p.name)).map((p) => p.name);
     await new Promise((res) => setTimeout(res, 300)); // earlier tests' lines are written asynchronously too
     const before = names.map((n) => gw.stack.process(n).lines.length);
     const r = await post(`${gw.base}/chat/completions`, chat('svc-deep', { messages: [{ role: 'user', content: marker }] }), gw.key);

@@ -695,6 +695,19 @@ export function describeLedgerContract(
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 700, held: 0, spent: 0 });
     });
 
+    it('ledger pages: entries older than `before`, newest first, unmoved by entries written between pages', async () => {
+      const written: LedgerEntry[] = [];
+      for (let i = 0; i < 7; i++) written.push(await grant(ledger, 100 + i));
+      const page1 = await ledger.ledger(T, 3);
+      expect(page1.map((e) => e.amount)).toEqual([106, 105, 104]);
+      await grant(ledger, 999); // arrives between pages
+      const page2 = await ledger.ledger(T, 3, page1[2]!.id);
+      expect(page2.map((e) => e.amount)).toEqual([103, 102, 101]);
+      const page3 = await ledger.ledger(T, 3, page2[2]!.id);
+      expect(page3.map((e) => e.amount)).toEqual([100]);
+      expect(await ledger.ledger(T, 3, written[0]!.id)).toEqual([]);
+    });
+
     it('adjustBalance is idempotent by key: the first entry comes back, even for another amount', async () => {
       const first = await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW);
       expect(await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW + 5)).toStrictEqual(first);

@@ -54,6 +54,11 @@ function applyEnv(raw: Plain, env: Env, problems: string[]): void {
   str('UPSTREAM_URL', ['upstream', 'baseUrl']);
   str('UPSTREAM_API_KEY_FILE', ['upstream', 'apiKeyFile']);
   str('ACCOUNT_SERVICE_URL', ['accountService', 'url']);
+  str('PAYMENTS_URL', ['accountService', 'paymentsUrl']);
+  const billing = env.BILLING_ENABLED;
+  if (billing === 'true' || billing === '1') setPath(raw, ['accountService', 'billingEnabled'], true);
+  else if (billing === 'false' || billing === '0') setPath(raw, ['accountService', 'billingEnabled'], false);
+  else if (billing !== undefined && billing !== '') problems.push('BILLING_ENABLED: must be true or false');
   str('LOG_LEVEL', ['log', 'level']);
   str('IDENTITY_JWKS_FILE', ['identity', 'jwksFile']);
   str('IDENTITY_JWKS_URL', ['identity', 'jwksUrl']);

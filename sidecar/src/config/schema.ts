@@ -35,6 +35,14 @@ export const ModelFamilySchema = z
 
 const micro = z.number().int().min(0);
 
+/** Credit tiers on offer by default: 10, 25, 50 and 100 units of the currency. */
+export const DEFAULT_TIERS = [
+  { id: 'tier_10', amount: 10_000_000, label: '10' },
+  { id: 'tier_25', amount: 25_000_000, label: '25' },
+  { id: 'tier_50', amount: 50_000_000, label: '50' },
+  { id: 'tier_100', amount: 100_000_000, label: '100' },
+];
+
 /** Prices in integer micro-units of the currency: per million tokens, or per embedding input. */
 export const PriceSchema = z
   .object({
@@ -107,6 +115,20 @@ export const ConfigSchema = z
       .object({
         url: z.url({ protocol: /^https?$/ }),
         billingEnabled: z.boolean().default(false),
+        /** Payment provider base URL (the bundled payment simulator locally); null: top-ups answer topup_not_configured. */
+        paymentsUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
+        /** Credit tiers on offer until the operator sets others (operator CLI `tier set`). */
+        tiers: z
+          .array(z.object({ id: z.string().regex(/^[a-z0-9_-]{1,40}$/), amount: micro.positive(), label: z.string().max(80).default('') }).strict())
+          .default(DEFAULT_TIERS),
+        /** Free-amount top-ups: whole cents between these bounds (micro-units). */
+        minTopupAmount: micro.positive().default(5_000_000),
+        maxTopupAmount: micro.positive().default(10_000_000_000),
+        /** Top-up attempts that reach the payment provider, per workspace per minute (card-testing guard); above: 429 RATE_001. */
+        topupsPerMinute: z.number().int().positive().default(20),
+        /** Transaction history page size: default and maximum. */
+        pageSize: z.number().int().positive().default(20),
+        maxPageSize: z.number().int().positive().default(100),
       })
       .strict(),
     models: z.array(ModelFamilySchema).min(1),

@@ -81,6 +81,44 @@ export const Errors = Object.freeze({
   }),
 });
 
+/**
+ * The account service's errors (/credits*, /accounts*): the same envelope with
+ * a status-class `code` and the machine token inside `message` as
+ * `'error': '<token>'` (spec, account-service errors 1-3). Clients match the
+ * token; the text after it is for people.
+ */
+const acct = (status: number, type: string, code: string, token: string, text: string): ErrorEntry =>
+  entry({ status, type, code, message: `{'error': '${token}'} ${text}` });
+
+export const AccountErrors = Object.freeze({
+  invalidJson: acct(400, 'invalid_request_error', 'VAL_001', 'invalid_json', 'The request body is not valid JSON.'),
+  invalidCursor: acct(400, 'invalid_request_error', 'VAL_001', 'invalid_cursor', 'The cursor is not one this service handed out; start again without it.'),
+  unknownCreditTier: acct(400, 'invalid_request_error', 'VAL_001', 'unknown_credit_tier', 'That credit tier is not on offer; GET /v1/credits/tiers lists them.'),
+  invalidAmount: acct(400, 'invalid_request_error', 'VAL_001', 'invalid_amount', 'The amount is outside the allowed top-up range or not a whole cent.'),
+  unsupportedMediaType: acct(415, 'invalid_request_error', 'VAL_001', 'unsupported_media_type', 'Send request bodies as application/json.'),
+  requestTooLarge: acct(413, 'invalid_request_error', 'VAL_001', 'request_too_large', 'The request body is too large.'),
+  methodNotAllowed: acct(405, 'invalid_request_error', 'VAL_001', 'method_not_allowed', 'Method not allowed on this path.'),
+  sessionRequired: acct(403, 'permission_error', 'AUTHZ_001', 'session_required', 'This action needs a platform session (Authorization: Bearer <session>); an API key cannot do it.'),
+  ownerRequired: acct(403, 'permission_error', 'AUTHZ_001', 'owner_required', 'Only an owner or an admin of the workspace can do this.'),
+  ownerOnly: acct(403, 'permission_error', 'AUTHZ_001', 'owner_required', 'Only an owner of the workspace can grant, change or remove the owner role.'),
+  noWorkspace: acct(403, 'permission_error', 'AUTHZ_001', 'no_workspace', 'The caller does not belong to this workspace (send X-Workspace-ID when the person belongs to several).'),
+  notFound: acct(404, 'not_found_error', 'RES_001', 'not_found', 'Not found.'),
+  memberNotFound: acct(404, 'not_found_error', 'RES_001', 'member_not_found', 'No such member in this workspace.'),
+  keyNotFound: acct(404, 'not_found_error', 'RES_001', 'key_not_found', 'No such key in this workspace.'),
+  memberExists: acct(409, 'invalid_request_error', 'RES_003', 'member_exists', 'That person is already a member of this workspace.'),
+  lastOwner: acct(409, 'invalid_request_error', 'RES_003', 'last_owner', 'A workspace always keeps an owner: add another owner first.'),
+  idempotencyKeyReused: acct(409, 'invalid_request_error', 'RES_003', 'idempotency_key_reused', 'This Idempotency-Key was used with a different request body.'),
+  idempotencyInProgress: acct(409, 'invalid_request_error', 'RES_003', 'idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.'),
+  noCardOnFile: acct(409, 'invalid_request_error', 'RES_003', 'no_card_on_file', 'No card is saved for this workspace; top up with save_card true first.'),
+  capBelowAmount: acct(409, 'invalid_request_error', 'RES_003', 'cap_below_amount', 'The top-up amount is above the workspace monthly spend cap.'),
+  topupNotConfigured: acct(409, 'invalid_request_error', 'RES_003', 'topup_not_configured', 'No payment provider is configured on this deployment.'),
+  cardDeclined: acct(402, 'card_error', 'RES_003', 'card_declined', 'The card was declined; nothing was charged or credited.'),
+  rateLimited: acct(429, 'rate_limit_error', 'RATE_001', 'rate_limit_exceeded', 'Too many top-up attempts this minute; wait and retry.'),
+  paymentUnavailable: acct(503, 'api_error', 'SRV_001', 'payment_unavailable', 'The payment provider could not be reached; nothing was credited. Retry with the same Idempotency-Key.'),
+  storeUnavailable: acct(503, 'api_error', 'SRV_001', 'service_unavailable', 'The account service is temporarily unavailable.'),
+  internal: acct(500, 'api_error', 'SRV_001', 'internal_error', 'The account service failed to handle this request.'),
+});
+
 export type ErrorName = keyof typeof Errors;
 
 export interface ErrorEnvelope {

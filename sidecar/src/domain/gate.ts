@@ -3,7 +3,13 @@ import type { AuthRequest, Authorizer } from './auth/authorize.js';
 import type { Principal } from './auth/principal.js';
 import type { Billing } from './billing/service.js';
 import type { AdmissionCache } from './admission-cache.js';
-import { Errors, gatewayError, type GatewayError } from './errors.js';
+import { AccountErrors, Errors, gatewayError, type GatewayError } from './errors.js';
+import { pathOnly } from './auth/routes.js';
+
+const isCredits = (path: string, prefix: string): boolean => {
+  const p = pathOnly(path);
+  return p === `${prefix}/credits` || p.startsWith(`${prefix}/credits/`);
+};
 
 /**
  * The front gate of every request (run by ext_authz, before anything reaches
@@ -48,6 +54,7 @@ export class Gate {
     private readonly apiPrefix: string,
     private readonly maxRequestHeaders: number,
     private readonly admissions?: AdmissionCache,
+    private readonly account: { readonly billingEnabled: boolean } = { billingEnabled: false },
   ) {
     this.policyNow = typeof policy === 'function' ? policy : () => policy;
   }
@@ -69,9 +76,15 @@ export class Gate {
     const auth = await this.authorizer.authorize(req);
     if (!auth.ok) return auth;
     const policy = this.policyNow();
+    // Billing off: every /credits* request of an authenticated caller is the 404 of endpoint rule 11, whatever its body.
+    if (auth.route === 'account' && !this.account.billingEnabled && isCredits(req.path, this.apiPrefix)) {
+      return { ok: false, error: gatewayError(Errors.billingNotEnabled) };
+    }
     // Envoy hands over up to limits.maxResponseBytes of body (its buffer limit covers both
     // directions); anything above the request limit is refused here, on every path.
-    if (req.body && req.body.length > policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
+    if (req.body && req.body.length > policy.maxRequestBytes) {
+      return { ok: false, error: gatewayError(auth.route === 'account' ? AccountErrors.requestTooLarge : Errors.payloadTooLarge) };
+    }
     const endpoint = auth.principal ? bodyEndpointOf(req.path, this.apiPrefix) : null;
     if (!endpoint || !auth.principal) return { ok: true, principal: auth.principal, inference: null };
 

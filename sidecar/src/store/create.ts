@@ -6,6 +6,9 @@ import { createMemoryStore } from './memory.js';
 import { createRedisLedger } from './redis-ledger.js';
 import { createRedisStore } from './redis.js';
 import { redisClientOptions } from './redis-client-options.js';
+import type { AccountStore } from './account-contract.js';
+import { createMemoryAccountStore } from './memory-accounts.js';
+import { createRedisAccountStore } from './redis-accounts.js';
 
 /** The store and ledger the configuration asks for. */
 export function createStore(cfg: Config): Store {
@@ -14,4 +17,8 @@ export function createStore(cfg: Config): Store {
 
 export function createLedger(cfg: Config): Ledger {
   return cfg.store.kind === 'redis' ? createRedisLedger({ url: cfg.store.url, prefix: cfg.brand, client: redisClientOptions(cfg.store) }) : createMemoryLedger();
+}
+
+export function createAccountStore(cfg: Config): AccountStore {
+  return cfg.store.kind === 'redis' ? createRedisAccountStore({ url: cfg.store.url, prefix: cfg.brand, client: redisClientOptions(cfg.store) }) : createMemoryAccountStore();
 }

@@ -163,8 +163,12 @@ export interface Ledger {
   adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<LedgerEntry>;
   /** null clears the cap. */
   setCap(tenantId: string, cap: number | null): Promise<void>;
-  /** Newest first. */
-  ledger(tenantId: string, limit: number): Promise<LedgerEntry[]>;
+  /**
+   * Newest first. `before`: only entries older than the one with this id
+   * (exclusive), for cursor pagination; ids only grow, so a page never shifts
+   * when new entries arrive.
+   */
+  ledger(tenantId: string, limit: number, before?: string): Promise<LedgerEntry[]>;
   /** Newest first. */
   usageRecords(tenantId: string, limit: number): Promise<UsageRecord[]>;
   usageByDay(tenantId: string, fromDay: string, toDay: string): Promise<UsageDay[]>;

@@ -408,10 +408,12 @@ export function createMemoryLedger(): Ledger {
       state(tenantId).cap = cap;
     },
 
-    async ledger(tenantId, limit) {
+    async ledger(tenantId, limit, before) {
       open();
       checkListing(tenantId, limit);
-      return newestFirst(tenants.get(tenantId)?.ledger ?? [], limit, copyEntry);
+      const all = tenants.get(tenantId)?.ledger ?? [];
+      const older = before === undefined ? all : all.filter((e) => Number(e.id) < Number(before));
+      return newestFirst(older, limit, copyEntry);
     },
 
     async usageRecords(tenantId, limit) {

@@ -371,9 +371,10 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       }
     },
 
-    async ledger(tenantId, limit) {
+    async ledger(tenantId, limit, before) {
       if (checkListing(tenantId, limit) === 0) return [];
-      const rows = (await redis(() => client.xrevrange(k.ledger(tenantId), '+', '-', 'COUNT', limit))) ?? [];
+      const end = before === undefined ? '+' : `(${before}`;
+      const rows = (await redis(() => client.xrevrange(k.ledger(tenantId), end, '-', 'COUNT', limit))) ?? [];
       return rows.map(([id, flat]) => toEntry(id, fields(flat)));
     },
 

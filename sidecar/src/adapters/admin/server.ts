@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { createTenant, issueKey, keyView, OperatorError, revokeKey } from '../../domain/operator.js';
 import { StoreConflictError, StoreUnavailableError, type Store } from '../../store/contract.js';
 import { InsufficientBalanceError, type Ledger } from '../../store/ledger-contract.js';
+import { isRole, type AccountStore, type CreditTier } from '../../store/account-contract.js';
 
 /**
  * The sidecar's operator API: health, readiness and tenant/key management.
@@ -15,6 +16,10 @@ export interface AdminDeps {
   readonly ledger: Ledger;
   /** Called after a key was revoked (drops it from caches everywhere). */
   readonly onKeyRevoked?: (hash: string) => void;
+  /** Account records (members, roles, tiers); absent: those operator routes are not served. */
+  readonly accounts?: AccountStore;
+  /** The configured credit tiers (shown when the operator has set none). */
+  readonly tiers?: readonly CreditTier[];
   readonly brand: string;
   readonly adminToken: string;
   readonly log: Logger;
@@ -28,6 +33,20 @@ export interface AdminDeps {
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const clampLimit = (v: string | undefined): number => Math.min(Math.max(Number(v ?? 100) || 100, 1), 10_000);
+
+const PERSON = /^[A-Za-z0-9_.@:-]{1,128}$/;
+
+function validTiers(v: unknown): boolean {
+  if (!Array.isArray(v) || v.length > 50) return false;
+  const ids = new Set<string>();
+  for (const t of v as Array<Record<string, unknown>>) {
+    if (!t || typeof t.id !== 'string' || !/^[a-z0-9_-]{1,40}$/.test(t.id) || ids.has(t.id)) return false;
+    if (typeof t.amount !== 'number' || !Number.isSafeInteger(t.amount) || t.amount <= 0) return false;
+    if (t.label !== undefined && (typeof t.label !== 'string' || t.label.length > 80)) return false;
+    ids.add(t.id);
+  }
+  return true;
+}
 
 /** Shorter tokens (an empty or truncated token file above all) would guard nothing. */
 export const MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -65,18 +84,22 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
       const list = await deps.store.listTenants();
       return { data: list.map((t) => ({ id: t.id, name: t.name, created_at: t.createdAt })) };
     });
-    admin.post<{ Params: { id: string }; Body: { name?: string; scopes?: string[]; allowed_ips?: string[] | null } }>(
+    admin.post<{ Params: { id: string }; Body: { name?: string; scopes?: string[]; allowed_ips?: string[] | null; person_id?: unknown } }>(
       '/admin/tenants/:id/keys',
       async (req, reply) => {
         const b = req.body ?? {};
+        const person = b.person_id;
+        if (person !== undefined && (typeof person !== 'string' || !PERSON.test(person))) throw new OperatorError(400, 'person_id must be a person id');
+        if (person !== undefined && !deps.accounts) throw new OperatorError(400, 'no account records here');
         const { key, record } = await issueKey(deps.store, deps.brand, {
           tenantId: req.params.id,
           name: b.name,
           scopes: b.scopes,
           allowedIps: b.allowed_ips,
         });
+        if (typeof person === 'string') await deps.accounts?.setKeyPerson(record.id, person);
         deps.log.info({ key_id: record.id, tenant_id: record.tenantId }, 'key issued');
-        return reply.code(201).send({ key, ...keyView(record, deps.brand) });
+        return reply.code(201).send({ key, ...keyView(record, deps.brand), person_id: person ?? null });
       },
     );
     admin.get('/metrics', async (_req, reply) => {
@@ -100,6 +123,41 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
       return keyView(k, deps.brand);
     });
   });
+
+  const accounts = deps.accounts;
+  if (accounts) {
+    app.register(async (people) => {
+      people.addHook('onRequest', requireToken);
+      const memberView = (m: { personId: string; role: string; addedAt: string }) => ({ person_id: m.personId, role: m.role, added_at: m.addedAt });
+      // Members of a workspace (the tenant) with their roles; the operator sets a role whatever was there.
+      people.get<{ Params: { id: string } }>('/admin/tenants/:id/members', async (req) => ({ data: (await accounts.listMembers(req.params.id)).map(memberView) }));
+      people.put<{ Params: { id: string; person: string }; Body: { role?: unknown } }>('/admin/tenants/:id/members/:person', async (req) => {
+        const role = req.body?.role;
+        if (!isRole(role)) throw new OperatorError(400, 'role must be owner, admin or member');
+        if (!PERSON.test(req.params.person)) throw new OperatorError(400, 'not a person id');
+        const current = await accounts.getMember(req.params.id, req.params.person);
+        if (current && current !== 'removed' && current.role === 'owner' && role !== 'owner') {
+          const r = await accounts.setRole(req.params.id, req.params.person, role);
+          if (r === 'last_owner') throw new OperatorError(409, 'a workspace always keeps an owner');
+        } else await accounts.putMember(req.params.id, { personId: req.params.person, role, addedAt: current && current !== 'removed' ? current.addedAt : new Date().toISOString() });
+        return memberView((await accounts.getMember(req.params.id, req.params.person)) as { personId: string; role: string; addedAt: string });
+      });
+      people.delete<{ Params: { id: string; person: string } }>('/admin/tenants/:id/members/:person', async (req) => {
+        const r = await accounts.removeMember(req.params.id, req.params.person);
+        if (r === 'not_found') throw new OperatorError(404, 'no such member');
+        if (r === 'last_owner') throw new OperatorError(409, 'a workspace always keeps an owner');
+        return { person_id: req.params.person, deleted: true };
+      });
+      // Credit tiers on offer (null: back to the configured ones).
+      people.get('/admin/tiers', async () => ({ data: (await accounts.getTiers()) ?? deps.tiers ?? [], source: (await accounts.getTiers()) ? 'operator' : 'config' }));
+      people.put<{ Body: { tiers?: unknown } }>('/admin/tiers', async (req) => {
+        const tiers = req.body?.tiers;
+        if (tiers !== null && !validTiers(tiers)) throw new OperatorError(400, 'tiers must be null or a list of {id, amount (micro-units > 0), label}');
+        await accounts.setTiers(tiers === null ? null : (tiers as CreditTier[]).map((t) => ({ id: t.id, amount: t.amount, label: t.label ?? '' })));
+        return { data: (await accounts.getTiers()) ?? deps.tiers ?? [] };
+      });
+    });
+  }
 
   app.register(async (money) => {
     money.addHook('onRequest', requireToken);
