@@ -92,7 +92,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<TestGatew
       runDir,
       simulator: opts.simulator ?? true,
       simulatorArgs: ['--api-key', upstreamKey, ...(https?.simulatorArgs ?? []), ...(opts.simulatorArgs ?? [])],
-      env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
+      // No start-up provider check: tests count the simulator's requests (test/unit/first-hour.test.ts covers it).
+      env: { TEST_UPSTREAM_KEY: upstreamKey, PROVIDER_CHECK: '0', ...(opts.env ?? {}) },
       nodeArgs: opts.nodeArgs,
     });
   } catch (err) {
