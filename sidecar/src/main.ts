@@ -183,6 +183,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     store,
     ledger,
     brand: cfg.brand,
+    currency: cfg.billing.currency,
     adminToken: adminToken(env),
     log,
     accepting: () => !lifecycle.draining,
