@@ -1,5 +1,8 @@
 import { join, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { isObject } from '../src/util/json.js';
 import { loadConfigOrExit, parseConfig } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
 import { defaultConfig } from '../src/config/defaults.js';
@@ -26,10 +29,22 @@ import { DEV_CREDIT_MICROS, ensureDevTenant, type DevTenant } from './dev-tenant
  *   STACK_ECHO         1: also echo every process's output to this terminal
  */
 
-/** The simulator runs only for the default upstream (or when asked for): never in place of a real provider. */
+/** True when UPSTREAM_URL or the configuration file names a provider (even one at the default address, a vLLM on :8000). */
+export function upstreamNamed(env: NodeJS.ProcessEnv): boolean {
+  if (env.UPSTREAM_URL) return true;
+  if (!env.GATEWAY_CONFIG) return false;
+  const file: unknown = parseYaml(readFileSync(env.GATEWAY_CONFIG, 'utf8'));
+  return isObject(file) && isObject(file.upstream) && file.upstream.baseUrl !== undefined;
+}
+
+/**
+ * The simulator runs only for the embedded default upstream (or when asked
+ * for): never in place of a provider the operator named, which may simply
+ * not be up yet.
+ */
 export function wantsSimulator(cfg: Config, env: NodeJS.ProcessEnv): boolean {
   if (env.START_SIMULATOR === '1') return true;
-  if (env.START_SIMULATOR === '0') return false;
+  if (env.START_SIMULATOR === '0' || upstreamNamed(env)) return false;
   const defaultUpstream = (defaultConfig(cfg.brand).upstream as { baseUrl: string }).baseUrl;
   return new URL(cfg.upstream.baseUrl).href === new URL(defaultUpstream).href;
 }
@@ -69,7 +84,7 @@ async function main() {
   process.stdout.write(
     `Starting: ${simulator ? 'simulator, ' : ''}account service, sidecar (${storeText}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`,
   );
-  if (!simulator) process.stdout.write(`Provider:  ${cfg.upstream.baseUrl} (no bundled simulator: the upstream is not the default one)\n`);
+  if (!simulator) process.stdout.write(`Provider:  ${cfg.upstream.baseUrl} (configured; the bundled simulator is not started)\n`);
   const logDir = join(runDir, 'logs');
   // The sidecar logs its own provider check; this process prints it below.
   const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.simulatorArgs, logDir, echo: env.STACK_ECHO === '1' });
