@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
@@ -18,8 +18,9 @@ const HELP = `usage: npm run cli -- <command> [options]
 
   tenant create --name NAME            create a tenant, print its id
   tenant list                          list tenants
-  key create --tenant ID [--name N] [--scopes ai] [--allowed-ips 203.0.113.7,10.0.0.0/8]
-                                       issue a key; the key is printed once
+  key create --tenant ID [--name N] [--scopes ai] [--allowed-ips 203.0.113.7,10.0.0.0/8] [--out FILE]
+                                       issue a key; the key is printed once, or written
+                                       to a new FILE (mode 0600) and not printed
   key list --tenant ID                 a tenant's keys: id, status, name, scopes, allowed addresses
   key revoke KEY_ID                    revoke a key
   credits grant --tenant ID --amount 12.50 [--key IDEMPOTENCY_KEY] [--reason TEXT]
@@ -58,6 +59,7 @@ const OPTIONS = {
   key: { type: 'string' },
   reason: { type: 'string' },
   limit: { type: 'string' },
+  out: { type: 'string' },
   json: { type: 'boolean', default: false },
   help: { type: 'boolean', default: false },
 } as const;
@@ -67,7 +69,7 @@ type Option = keyof typeof OPTIONS;
 const COMMANDS: ReadonlyArray<{ words: readonly string[]; args?: readonly string[]; options: readonly Option[] }> = [
   { words: ['tenant', 'create'], options: ['name'] },
   { words: ['tenant', 'list'], options: [] },
-  { words: ['key', 'create'], options: ['tenant', 'name', 'scopes', 'allowed-ips'] },
+  { words: ['key', 'create'], options: ['tenant', 'name', 'scopes', 'allowed-ips', 'out'] },
   { words: ['key', 'list'], options: ['tenant'] },
   { words: ['key', 'revoke'], args: ['KEY_ID'], options: [] },
   { words: ['credits', 'grant'], options: ['tenant', 'amount', 'key', 'reason'] },
@@ -162,7 +164,14 @@ async function run(argv: string[]): Promise<number> {
       if (unknown.length) throw new UsageError(`unknown scope ${unknown.join(', ')}: the gateway knows only ${KNOWN_SCOPES.join(', ')}`);
       const allowed = list(values['allowed-ips']);
       const k = await api.createKey(need(values.tenant, '--tenant'), { name: values.name, scopes, ...(allowed ? { allowed_ips: allowed } : {}) });
-      out(`${k.key}\n# key id ${k.id}, scopes ${k.scopes.join(' ')}${k.allowed_ips ? `, allowed_ips ${k.allowed_ips.join(' ')}` : ''}. Shown once: store it now.`, k);
+      const about = `key id ${k.id}, scopes ${k.scopes.join(' ')}${k.allowed_ips ? `, allowed_ips ${k.allowed_ips.join(' ')}` : ''}`;
+      if (values.out) {
+        writeFileSync(values.out, `${k.key}\n`, { mode: 0o600, flag: 'wx' }); // never overwrites a file
+        const { key: _shownOnce, ...record } = k;
+        out(`${k.id}\n# ${about}; the key is in ${values.out} (mode 0600) and shown nowhere else.`, { ...record, key_file: values.out });
+      } else {
+        out(`${k.key}\n# ${about}. Shown once: store it now.`, k);
+      }
       break;
     }
     case 'key list': {
