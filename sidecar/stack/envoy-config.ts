@@ -210,6 +210,7 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
   });
   return [
     // For load balancers: answered through Envoy by the sidecar's /readyz (200 ready, 503 not; 503 too when it is down).
+    // ext_authz stays on: no credentials pass (a path outside the prefix), a key is refused (403) as everywhere outside /v1.
     {
       match: { path: HEALTH_PATH },
       route: { cluster: 'sidecar_admin', prefix_rewrite: '/readyz', timeout: '2s' },
