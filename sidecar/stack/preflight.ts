@@ -27,7 +27,7 @@ export function listenersOf(cfg: Config, simulator: boolean): Listener[] {
   out.push({ what: 'account service (accountService.url, ACCOUNT_SERVICE_URL)', host: account.hostname, port: Number(account.port || 80) });
   if (simulator) {
     const up = new URL(cfg.upstream.baseUrl);
-    out.push({ what: 'bundled simulator (upstream.baseUrl, UPSTREAM_URL)', host: up.hostname, port: Number(up.port || 80) });
+    out.push({ what: 'bundled simulator (upstream.baseUrl, UPSTREAM_URL)', host: up.hostname, port: Number(up.port || (up.protocol === 'https:' ? 443 : 80)) });
   }
   if (!cfg.listen.sidecarGrpc.startsWith('unix:')) {
     const i = cfg.listen.sidecarGrpc.lastIndexOf(':');
