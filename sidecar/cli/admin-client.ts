@@ -3,6 +3,7 @@ export interface KeyCreated {
   key: string;
   id: string;
   tenant_id: string;
+  name: string;
   display: string;
   scopes: string[];
   allowed_ips: string[] | null;
@@ -31,10 +32,35 @@ export interface TierView {
   label: string;
 }
 
+export interface UsageRecordView {
+  time: string;
+  keyId: string | null;
+  alias: string;
+  internalModel: string;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  requestCount: number;
+  requestId: string;
+  cost: number;
+  estimated: boolean;
+}
+
 export class AdminError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
     this.name = 'AdminError';
+  }
+}
+
+/** The operator API did not answer at all (nothing listening, wrong host): names the URL and how to point elsewhere. */
+export class AdminUnreachableError extends Error {
+  constructor(readonly url: string, cause: string) {
+    super(
+      `could not reach the operator API at ${url} (${cause}). Is the gateway running (npm start prints its "Operator API" URL)? ` +
+        'Point the CLI elsewhere with ADMIN_URL=http://host:port.',
+    );
+    this.name = 'AdminUnreachableError';
   }
 }
 
@@ -45,11 +71,17 @@ export class AdminClient {
   ) {}
 
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await fetch(`${this.baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new AdminUnreachableError(this.baseUrl, cause?.code ?? cause?.message ?? (err as Error).message);
+    }
     const text = await res.text();
     const parsed = text ? (JSON.parse(text) as unknown) : {};
     if (!res.ok) {
@@ -73,22 +105,22 @@ export class AdminClient {
     return this.call<{ data: Array<Omit<KeyCreated, 'key'>> }>('GET', `/admin/tenants/${encodeURIComponent(tenantId)}/keys`);
   }
   adjustCredits(tenantId: string, amount: number, idempotencyKey: string, reason = '') {
-    return this.call<LedgerEntryView>('POST', `/admin/tenants/${encodeURIComponent(tenantId)}/credits`, { amount, idempotency_key: idempotencyKey, reason });
+    return this.call<LedgerEntryView & { replayed: boolean; currency: string }>('POST', `/admin/tenants/${encodeURIComponent(tenantId)}/credits`, { amount, idempotency_key: idempotencyKey, reason });
   }
   setCap(tenantId: string, amount: number | null) {
-    return this.call<{ tenant_id: string; spend_cap: number | null }>('PUT', `/admin/tenants/${encodeURIComponent(tenantId)}/cap`, { amount });
+    return this.call<{ tenant_id: string; spend_cap: number | null; currency: string }>('PUT', `/admin/tenants/${encodeURIComponent(tenantId)}/cap`, { amount });
   }
   account(tenantId: string) {
-    return this.call<{ tenant_id: string; period: string; balance: number; held: number; cap: number | null; spent: number }>(
+    return this.call<{ tenant_id: string; period: string; currency: string; balance: number; held: number; cap: number | null; spent: number }>(
       'GET',
       `/admin/tenants/${encodeURIComponent(tenantId)}/account`,
     );
   }
   ledger(tenantId: string, limit = 100) {
-    return this.call<{ data: LedgerEntryView[] }>('GET', `/admin/tenants/${encodeURIComponent(tenantId)}/ledger?limit=${limit}`);
+    return this.call<{ currency: string; data: LedgerEntryView[] }>('GET', `/admin/tenants/${encodeURIComponent(tenantId)}/ledger?limit=${limit}`);
   }
   usageRecords(tenantId: string, limit = 100) {
-    return this.call<{ data: Array<Record<string, unknown> & { requestId: string; cost: number; estimated: boolean }> }>(
+    return this.call<{ currency: string; data: UsageRecordView[] }>(
       'GET',
       `/admin/tenants/${encodeURIComponent(tenantId)}/usage-records?limit=${limit}`,
     );

@@ -44,6 +44,7 @@ function buildInfo(env: NodeJS.ProcessEnv): BuildInfo {
   }
   return { version, commit: env.GATEWAY_BUILD_COMMIT || 'unknown' };
 }
+import { checkProvider } from './adapters/provider-check.js';
 
 /** Admin token: ADMIN_TOKEN, else the file at ADMIN_TOKEN_FILE (created with a fresh token if missing). */
 function adminToken(env: NodeJS.ProcessEnv): string {
@@ -199,6 +200,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     store,
     ledger,
     brand: cfg.brand,
+    currency: cfg.billing.currency,
     adminToken: adminToken(env),
     log,
     accepting: () => !lifecycle.draining,
@@ -249,6 +251,13 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   void retryJournal();
   reap();
   log.info({ grpc: cfg.listen.sidecarGrpc, grpc_port: grpc.port, admin_port: adminPort, store: store.kind, instance }, 'sidecar ready');
+  // The provider is looked at once, in the background: findings are warnings, never a reason not to serve.
+  if (env.PROVIDER_CHECK !== '0') {
+    void checkProvider(cfg, { env }).then((findings) => {
+      for (const f of findings) log.warn({ check: 'provider', finding: f.kind }, f.logMessage);
+      if (!findings.length) log.info({ check: 'provider' }, 'provider answered its model list with every configured model');
+    });
+  }
 
   let hurry: (() => void) | null = null;
   return {

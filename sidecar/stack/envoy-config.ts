@@ -127,6 +127,21 @@ const disableExtProc = { 'envoy.filters.http.ext_proc': extProcDisabled };
 /** Neither authorization step (a public path). */
 const disableExtAuthz = { [KEY_CHECK_FILTER]: extAuthzOff, 'envoy.filters.http.ext_authz': extAuthzOff };
 
+/** The public listener's health path (outside the API prefix, no credentials). */
+export const HEALTH_PATH = '/healthz';
+
+/**
+ * How Envoy reaches the sidecar's operator API for the health path: the
+ * sidecar's host (a TCP gRPC address names it, e.g. the compose service),
+ * else the operator API's own bind address (a wildcard read as loopback).
+ */
+function sidecarAdminTarget(cfg: Config, sidecarAddress: string): ParsedUpstream {
+  const grpcHost = sidecarAddress.startsWith('unix:') ? null : sidecarAddress.slice(0, sidecarAddress.lastIndexOf(':')).replace(/^\[|\]$/g, '');
+  const wildcard = (h: string) => h === '0.0.0.0' || h === '::';
+  const host = grpcHost && !wildcard(grpcHost) ? grpcHost : wildcard(cfg.listen.admin.host) ? '127.0.0.1' : cfg.listen.admin.host;
+  return { host, port: cfg.listen.admin.port, hostHeader: host, tls: false, basePath: '', isIpLiteral: isIP(host) !== 0 };
+}
+
 /** ext_proc message flow per route (the sidecar decides nothing about phases at run time). */
 function extProcModes(mode: {
   requestHeaders: 'SEND' | 'SKIP';
@@ -196,6 +211,13 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
     typed_per_filter_config: disableExtProc,
   });
   return [
+    // For load balancers: answered through Envoy by the sidecar's /readyz (200 ready, 503 not; 503 too when it is down).
+    // ext_authz stays on: no credentials pass (a path outside the prefix), a key is refused (403) as everywhere outside /v1.
+    {
+      match: { path: HEALTH_PATH },
+      route: { cluster: 'sidecar_admin', prefix_rewrite: '/readyz', timeout: '2s' },
+      typed_per_filter_config: { ...HEADERS_ONLY_AUTHZ, ...disableExtProc },
+    },
     toProvider('/chat/completions', 'stream'),
     toProvider('/chat/completions', 'buffer'),
     toProvider('/embeddings', 'buffer'),
@@ -444,7 +466,7 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
                     request_headers_timeout: '10s',
                     request_timeout: '300s',
                     stream_idle_timeout: '300s',
-                    local_reply_config: localReplyConfig(API_PREFIX),
+                    local_reply_config: localReplyConfig(API_PREFIX, HEALTH_PATH),
                     access_log: [
                       {
                         name: 'envoy.access_loggers.stdout',
@@ -490,6 +512,7 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
           per_connection_buffer_limit_bytes: cfg.limits.connectionBufferBytes,
         },
         cluster('account', account, { connectTimeoutMs: 2000 }),
+        cluster('sidecar_admin', sidecarAdminTarget(cfg, opts.sidecarAddress ?? cfg.listen.sidecarGrpc), { connectTimeoutMs: 1000 }),
       ],
     },
   };

@@ -62,13 +62,20 @@ const pathPrefix = (prefix: string) => ({
 const and = (...filters: Record<string, unknown>[]) => ({ and_filter: { filters } });
 const or = (...filters: Record<string, unknown>[]) => ({ or_filter: { filters } });
 
-export function localReplyConfig(apiPrefix: string): Record<string, unknown> {
+export function localReplyConfig(apiPrefix: string, healthPath: string): Record<string, unknown> {
   const unavailable: Envelope = { status: 503, type: 'api_error', code: 'service_unavailable', message: 'The gateway is temporarily unavailable.' };
   const upstream: Envelope = { status: 502, type: 'api_error', code: 'upstream_error', message: 'The model provider did not deliver a response.' };
   const accountPaths = or(pathPrefix(`${apiPrefix}/credits`), pathPrefix(`${apiPrefix}/accounts`));
   return {
     mappers: [
       earlyMapper(and(statusIs(400), noRequestId), { status: 400, type: 'invalid_request_error', code: 'invalid_request', message: 'The request path is malformed.' }),
+      // The health path with the sidecar down: not ready (a load balancer takes this instance out).
+      // Its :path was rewritten to the sidecar's /readyz by now; Envoy keeps the original in x-envoy-original-path.
+      {
+        filter: and(flags(UPSTREAM_FLAGS), { header_filter: { header: { name: 'x-envoy-original-path', string_match: { exact: healthPath } } } }),
+        status_code: 503,
+        body_format_override: { json_format: { status: 'unavailable' }, content_type: 'application/json' },
+      },
       mapper(flags(['NR']), { status: 404, type: 'not_found_error', code: null, message: 'Not found.' }),
       // ext_authz could not reach the sidecar (status_on_error is 500).
       mapper(and(flags(['UAEX']), statusIs(500)), unavailable),

@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
 
 /**
  * A child process of the local stack: output kept in a ring buffer (shown
- * only when something fails, or echoed live), readiness by a predicate on
- * its output lines, SIGINT then SIGKILL (after a grace period) on stop.
+ * only when something fails, or echoed live) and, when `logFile` is given,
+ * written to that file as well; readiness by a predicate on its output lines,
+ * SIGINT then SIGKILL (after a grace period) on stop.
  */
 /** Children still running: killed if the launcher exits without stopping them. */
 const live = new Set<ChildProcess>();
@@ -25,6 +27,7 @@ export class ManagedProcess {
   private child!: ChildProcess;
   private exited!: Promise<number | null>;
   private readyWaiters: Array<(line: string) => boolean> = [];
+  private log: WriteStream | null = null;
 
   constructor(
     readonly name: string,
@@ -37,8 +40,12 @@ export class ManagedProcess {
       keep?: number;
       /** How long stop() waits after SIGINT before SIGKILL (a sidecar drains its exchanges first). */
       stopGraceMs?: number;
+      /** Also write every output line to this file (npm start: the run directory's logs/). */
+      logFile?: string;
     },
   ) {
+    // Truncated per start: the file holds this run's output (a restart appends to it).
+    if (opts.logFile) this.log = createWriteStream(opts.logFile, { flags: 'w' });
     this.launch();
   }
 
@@ -46,6 +53,7 @@ export class ManagedProcess {
   async restart(): Promise<void> {
     await this.stop();
     this.lines.length = 0;
+    if (this.opts.logFile) this.log = createWriteStream(this.opts.logFile, { flags: 'a' });
     this.launch();
   }
 
@@ -60,6 +68,7 @@ export class ManagedProcess {
       if (!line) return;
       this.lines.push(line);
       if (this.lines.length > keep) this.lines.shift();
+      this.log?.write(`${line}\n`);
       if (opts.echo) process.stdout.write(`[${name}] ${line}\n`);
       this.readyWaiters = this.readyWaiters.filter((w) => !w(line));
     };
@@ -135,6 +144,11 @@ export class ManagedProcess {
     throw new Error(`${url} not ready after ${timeoutMs} ms (${last})\n${this.tail()}`);
   }
 
+  /** The file this process's output goes to, if any. */
+  get logFile(): string | undefined {
+    return this.opts.logFile;
+  }
+
   tail(n = 60): string {
     return this.lines.slice(-n).map((l) => `  [${this.name}] ${l}`).join('\n');
   }
@@ -149,11 +163,19 @@ export class ManagedProcess {
   }
 
   async stop(graceMs = this.opts.stopGraceMs ?? 3000): Promise<void> {
-    if (!this.running) return;
-    this.child.kill('SIGINT');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
+    if (this.running) {
+      this.child.kill('SIGINT');
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+      await this.exited;
+      clearTimeout(timer);
+    }
+    await this.closeLog();
+  }
+
+  private closeLog(): Promise<void> {
+    const log = this.log;
+    this.log = null;
+    return log ? new Promise((resolve) => log.end(resolve)) : Promise.resolve();
   }
 }
 

@@ -7,6 +7,7 @@ import { parseConfig } from '../src/config/load.js';
 import { renderEnvoyConfig } from './envoy-config.js';
 import { ManagedProcess, listeningLine } from './process.js';
 import { REPO_ROOT } from './paths.js';
+import { assertPortsFree, listenersOf } from './preflight.js';
 
 /**
  * The whole gateway as processes, in the order that matters: the upstream
@@ -27,6 +28,8 @@ export interface StackOptions {
   readonly envoyLogLevel?: string;
   /** Extra node flags per service (e.g. { sidecar: ['--cpu-prof'] } for profiling). */
   readonly nodeArgs?: Readonly<Record<string, readonly string[]>>;
+  /** Write each process's output to `<logDir>/<name>.log` (npm start: the run directory). */
+  readonly logDir?: string;
 }
 
 export interface Stack {
@@ -36,12 +39,16 @@ export interface Stack {
   readonly adminToken: string;
   /** The configuration file the sidecar reads (GATEWAY_CONFIG): edit it and reload. */
   readonly configPath: string;
+  /** Where the operator API token is kept (the CLI's ADMIN_TOKEN_FILE). */
+  readonly adminTokenFile: string;
   readonly envoyAdminUrl: string;
   readonly simulatorUrl: string;
   /** The payment provider's base URL (null: none configured). */
   readonly paymentsUrl: string | null;
   readonly processes: ManagedProcess[];
   process(name: string): ManagedProcess;
+  /** Process name → its log file (empty without `logDir`). */
+  readonly logFiles: Readonly<Record<string, string>>;
   /** Output of every process, for a failure report. */
   logs(): string;
   stop(): Promise<void>;
@@ -56,12 +63,19 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   mkdirSync(opts.runDir, { recursive: true });
   const env = { ...process.env, ...(opts.env ?? {}) };
   const processes: ManagedProcess[] = [];
+  const logFiles: Record<string, string> = {};
+  const logFile = (name: string) => {
+    if (!opts.logDir) return undefined;
+    mkdirSync(opts.logDir, { recursive: true });
+    return (logFiles[name] = join(opts.logDir, `${name}.log`));
+  };
   const spawnTs = (name: string, script: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}, stopGraceMs?: number) => {
     const p = new ManagedProcess(name, process.execPath, [...(opts.nodeArgs?.[name] ?? []), ...TSX, join(REPO_ROOT, script), ...args], {
       env: { ...env, ...extraEnv },
       cwd: REPO_ROOT,
       echo: opts.echo,
       stopGraceMs,
+      logFile: logFile(name),
     });
     processes.push(p);
     return p;
@@ -85,6 +99,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   try {
     const upstream = new URL(cfg.upstream.baseUrl);
     requireUpstreamTlsFiles(cfg);
+    await assertPortsFree(listenersOf(cfg, opts.simulator));
     if (opts.simulator) {
       // "localhost": Envoy resolves it to 127.0.0.1 (V4_PREFERRED), so the simulator listens there.
       const simHost = upstream.hostname === 'localhost' ? '127.0.0.1' : upstream.hostname;
@@ -121,7 +136,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       '--drain-strategy', 'immediate', '--drain-time-s', String(Math.max(1, Math.ceil(cfg.shutdown.drainSeconds))),
       ...ENVOY_LOG_FLUSH,
     ];
-    const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo });
+    const envoy = new ManagedProcess('envoy', opts.envoyBin, envoyArgs, { env, echo: opts.echo, logFile: logFile('envoy') });
     processes.push(envoy);
     await envoy.waitForLive(`${envoyAdminUrl}/ready`, 20_000);
 
@@ -133,10 +148,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       adminUrl,
       adminToken: readFileSync(tokenFile, 'utf8').trim(),
       configPath,
+      adminTokenFile: tokenFile,
       envoyAdminUrl,
       simulatorUrl: `${upstream.protocol}//${upstream.host}`,
       paymentsUrl: cfg.accountService.paymentsUrl,
       processes,
+      logFiles,
       process(name) {
         const p = processes.find((x) => x.name === name);
         if (!p) throw new Error(`no process ${name}`);

@@ -113,7 +113,8 @@ async function startGatewayOnce(opts: GatewayOptions): Promise<TestGateway> {
       simulator: opts.simulator ?? true,
       simulatorArgs: ['--api-key', upstreamKey, ...(https?.simulatorArgs ?? []), ...(opts.simulatorArgs ?? [])],
       paymentSimulator: paymentsUrl !== null,
-      env: { TEST_UPSTREAM_KEY: upstreamKey, ...(opts.env ?? {}) },
+      // No start-up provider check: tests count the simulator's requests (test/unit/first-hour.test.ts covers it).
+      env: { TEST_UPSTREAM_KEY: upstreamKey, PROVIDER_CHECK: '0', ...(opts.env ?? {}) },
       nodeArgs: opts.nodeArgs,
     });
   } catch (err) {

@@ -1,4 +1,4 @@
-import type { AdminClient } from '../../sidecar/cli/admin-client.js';
+import type { AdminClient, UsageRecordView } from '../../sidecar/cli/admin-client.js';
 import type { Config } from '../../sidecar/src/config/schema.js';
 import { admitBody } from '../../sidecar/src/domain/admission.js';
 import { worstCase } from '../../sidecar/src/domain/billing/pricing.js';
@@ -29,7 +29,7 @@ export interface Books {
   readonly usageCost: number;
   /** Request ids in the usage counter. */
   readonly usageIds: ReadonlySet<string>;
-  readonly usage: ReadonlyArray<Record<string, unknown> & { requestId: string; cost: number; estimated: boolean }>;
+  readonly usage: ReadonlyArray<UsageRecordView>;
 }
 
 export async function books(admin: AdminClient, tenantId: string): Promise<Books> {

@@ -161,6 +161,11 @@ describe('scopes (rules 5-8)', () => {
     expect(r.json.error.code).toBe('AUTHZ_001');
     const anon = await call(`${gw.base.replace('/v1', '')}/admin/keys`);
     expect(anon.status).toBe(404);
+    // The health path too: a load balancer's probe (no credentials) passes, a key does not.
+    expect((await call(`${gw.stack.gatewayUrl}/healthz`)).status).toBe(200);
+    const keyed = await call(`${gw.stack.gatewayUrl}/healthz`, { key: gw.key });
+    expect(keyed.status).toBe(403);
+    expect(keyed.json.error.code).toBe('AUTHZ_001');
   });
 });
 

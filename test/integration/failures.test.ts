@@ -49,7 +49,11 @@ describe('the provider fails before answering', () => {
 describe('parts of the gateway are down', () => {
   it('sidecar unreachable → 503 envelope; nothing is forwarded', async () => {
     const before = (await gw.sim('/_sim/stats')).totalRequests;
+    // The public health path (for load balancers) follows the sidecar's readiness, through Envoy, without credentials.
+    const health = () => fetch(`${gw.stack.gatewayUrl}/healthz`).then(async (h) => ({ status: h.status, body: await h.text() }));
+    expect(await health()).toMatchObject({ status: 200, body: expect.stringContaining('"ready"') });
     await gw.stack.process('sidecar').stop();
+    expect((await health()).status).toBe(503);
     const r = await ask('hello');
     expectEnvelope(r, 503, 'service_unavailable');
     expect(r.headers.get('retry-after')).toBeNull(); // only the identity 503 carries it
@@ -68,6 +72,7 @@ describe('parts of the gateway are down', () => {
       if (status !== 200) await new Promise((r) => setTimeout(r, 100));
     }
     expect(status).toBe(200); // back in service without restarting Envoy
+    expect((await health()).status).toBe(200);
   });
 
   it('provider unreachable → 502 envelope', async () => {

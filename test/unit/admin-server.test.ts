@@ -4,7 +4,7 @@ import { buildAdminServer, MIN_ADMIN_TOKEN_LENGTH } from '../../sidecar/src/adap
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 import { createMemoryStore } from '../../sidecar/src/store/memory.js';
 
-const deps = (adminToken: string) => ({ store: createMemoryStore(), ledger: createMemoryLedger(), brand: 'svc', adminToken, log: pino({ level: 'silent' }) });
+const deps = (adminToken: string) => ({ store: createMemoryStore(), ledger: createMemoryLedger(), brand: 'svc', currency: 'CHF', adminToken, log: pino({ level: 'silent' }) });
 
 describe('the operator API token', () => {
   it('an empty or short token (an empty token file) refuses to build the API instead of guarding nothing', () => {

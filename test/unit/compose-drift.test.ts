@@ -156,10 +156,11 @@ describe('Envoy rendered at start from the sidecar configuration', () => {
     expect(gatewayYaml(services['envoy-config'] as Plain)).toBe('envoy/gateway.yaml');
   });
 
-  it('reaches the sidecar, the provider and the account service by compose service name', () => {
+  it('reaches the sidecar (gRPC and, for /healthz, its operator API), the provider and the account service by compose service name', () => {
     const hosts = clusterHosts(envoy);
-    expect([...hosts.keys()].sort()).toEqual(['account', 'provider', 'sidecar']);
+    expect([...hosts.keys()].sort()).toEqual(['account', 'provider', 'sidecar', 'sidecar_admin']);
     expect(hosts.get('sidecar')).toEqual(['sidecar']);
+    expect(hosts.get('sidecar_admin')).toEqual(['sidecar']);
     expect(hosts.get('provider')).toEqual(['simulator']);
     expect(hosts.get('account')).toEqual(['account']);
     const cfg = loadConfig({ path: join(REPO_ROOT, 'envoy', 'gateway.yaml'), env: {} });

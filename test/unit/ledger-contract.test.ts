@@ -43,6 +43,11 @@ const ALL_DAYS = ['2026-10-01', '2026-12-31'] as const;
 
 let seq = 0;
 
+/** The ledger entry of an adjustment result (what ledger() lists: no `replayed`). */
+function entryOf({ replayed: _replayed, ...entry }: LedgerEntry & { readonly replayed: boolean }): LedgerEntry {
+  return entry;
+}
+
 function rid(): string {
   seq += 1;
   return `req_${seq}`;
@@ -679,6 +684,7 @@ export function describeLedgerContract(
         balanceAfter: 1_000,
         requestId: null,
         reason: 'top-up',
+        replayed: false,
       });
       const d = await ledger.adjustBalance(T, -300, 'k2', 'refund', NOW + 1);
       expect(d).toStrictEqual({
@@ -689,9 +695,10 @@ export function describeLedgerContract(
         balanceAfter: 700,
         requestId: null,
         reason: 'refund',
+        replayed: false,
       });
       expect(d.id).not.toBe(g.id);
-      expect(await ledger.ledger(T, 10)).toStrictEqual([d, g]);
+      expect(await ledger.ledger(T, 10)).toStrictEqual([entryOf(d), entryOf(g)]);
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 700, held: 0, spent: 0 });
     });
 
@@ -710,11 +717,14 @@ export function describeLedgerContract(
 
     it('adjustBalance is idempotent by key: the first entry comes back, even for another amount', async () => {
       const first = await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW);
-      expect(await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW + 5)).toStrictEqual(first);
-      expect(await ledger.adjustBalance(T, 7, 'k1', 'other', NOW + 6)).toStrictEqual(first);
-      expect(await ledger.adjustBalance(T, -1_000, 'k1', 'other', NOW + 7)).toStrictEqual(first);
+      expect(first.replayed).toBe(false);
+      // A repeat says it changed nothing (the operator CLI prints "already applied").
+      const again = { ...first, replayed: true };
+      expect(await ledger.adjustBalance(T, 1_000, 'k1', 'top-up', NOW + 5)).toStrictEqual(again);
+      expect(await ledger.adjustBalance(T, 7, 'k1', 'other', NOW + 6)).toStrictEqual(again);
+      expect(await ledger.adjustBalance(T, -1_000, 'k1', 'other', NOW + 7)).toStrictEqual(again);
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000 });
-      expect(await ledger.ledger(T, 10)).toStrictEqual([first]);
+      expect(await ledger.ledger(T, 10)).toStrictEqual([entryOf(first)]);
       // Keys are per tenant.
       const other = await ledger.adjustBalance('ten_b', 5, 'k1', 'top-up', NOW);
       expect(other).toMatchObject({ amount: 5, balanceAfter: 5 });
@@ -987,7 +997,8 @@ export function describeLedgerContract(
       const entries = await Promise.all(
         Array.from({ length: 20 }, (_, i) => ledger.adjustBalance(T, 100 + i, 'same', 'race', NOW)),
       );
-      for (const e of entries) expect(e).toStrictEqual(entries[0]);
+      for (const e of entries) expect(entryOf(e)).toStrictEqual(entryOf(entries[0]!));
+      expect(entries.filter((e) => !e.replayed)).toHaveLength(1);
       expect((await ledger.account(T, PERIOD)).balance).toBe(entries[0]!.amount);
       expect(await ledger.ledger(T, 100)).toHaveLength(1);
     });
@@ -1056,7 +1067,7 @@ export function describeLedgerContract(
                   const prior = grantKeys[o.amount % Math.max(grantKeys.length, 1)];
                   if (o.reuse && prior !== undefined) {
                     const again = await ledger.adjustBalance(tenantId, o.amount, prior.key, 'again', now);
-                    expect(again).toStrictEqual(prior.entry);
+                    expect(again).toStrictEqual({ ...prior.entry, replayed: true });
                   } else {
                     const key = `g_${grantKeys.length}`;
                     const entry = await ledger.adjustBalance(tenantId, o.amount, key, 'grant', now);

@@ -46,28 +46,35 @@ export function nodeTlsOptions(tls: OutboundTls, host: string, where: string): C
 
 export class FetchError extends Error {
   override name = 'FetchError';
+  /** The HTTP status when the server answered with something other than 200. */
+  constructor(message: string, readonly status: number | null = null) {
+    super(message);
+  }
 }
 
 /**
  * GET a JSON document over http: or https: (https verified with `tls`), no
  * redirects followed, bounded in time and size. Rejects with FetchError.
  */
-export function fetchJson(url: string, opts: { tls: ConnectionOptions | null; timeoutMs: number; maxBytes?: number }): Promise<unknown> {
+export function fetchJson(
+  url: string,
+  opts: { tls: ConnectionOptions | null; timeoutMs: number; maxBytes?: number; headers?: Readonly<Record<string, string>> },
+): Promise<unknown> {
   const u = new URL(url);
   const maxBytes = opts.maxBytes ?? 1024 * 1024;
   return new Promise((resolve, reject) => {
     let settled = false;
-    const fail = (why: string) => {
+    const fail = (why: string, status: number | null = null) => {
       clearTimeout(deadline);
       if (settled) return;
       settled = true;
-      reject(new FetchError(why));
+      reject(new FetchError(why, status));
       req.destroy();
     };
     const onResponse = (res: IncomingMessage) => {
       if (res.statusCode !== 200) {
         res.resume();
-        fail(`HTTP ${res.statusCode ?? 0}`);
+        fail(`HTTP ${res.statusCode ?? 0}`, res.statusCode ?? 0);
         return;
       }
       const chunks: Buffer[] = [];
@@ -92,7 +99,7 @@ export function fetchJson(url: string, opts: { tls: ConnectionOptions | null; ti
         resolve(body);
       });
     };
-    const common = { method: 'GET', headers: { accept: 'application/json' }, agent: false as const };
+    const common = { method: 'GET', headers: { accept: 'application/json', ...(opts.headers ?? {}) }, agent: false as const };
     const req =
       u.protocol === 'https:'
         ? httpsRequest(u, { ...common, ...(opts.tls ?? {}) }, onResponse)

@@ -136,9 +136,17 @@ export function readSecret(src: { file: string | null; env: string | null }, env
   return undefined;
 }
 
-/** The provider key: file wins over environment variable; undefined if neither is set. */
+/**
+ * The provider key: file wins over environment variable; undefined if neither
+ * is set, or the file cannot be read (the start-up provider check warns about
+ * that, naming the file; a provider key is not worth keeping the gateway down).
+ */
 export function readUpstreamKey(cfg: Config, env: Env = process.env): string | undefined {
-  return readSecret({ file: cfg.upstream.apiKeyFile, env: cfg.upstream.apiKeyEnv }, env, 'upstream.apiKeyFile');
+  try {
+    return readSecret({ file: cfg.upstream.apiKeyFile, env: cfg.upstream.apiKeyEnv }, env, 'upstream.apiKeyFile');
+  } catch {
+    return undefined;
+  }
 }
 
 /** For process entry points: the configuration, or every problem on stderr and exit code 2. */

@@ -110,6 +110,9 @@ export interface LedgerEntry {
   readonly reason: string | null;
 }
 
+/** The entry of an adjustment; `replayed` when its idempotency key had been applied before (this call changed nothing). */
+export type AdjustResult = LedgerEntry & { readonly replayed: boolean };
+
 export interface UsageDay {
   readonly day: string;
   readonly alias: string;
@@ -160,7 +163,7 @@ export interface Ledger {
 
   account(tenantId: string, period: string): Promise<AccountState>;
   /** Grant (amount > 0) or deduct (amount < 0); a deduct never takes the balance below zero. Idempotent by key. */
-  adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<LedgerEntry>;
+  adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<AdjustResult>;
   /** null clears the cap. */
   setCap(tenantId: string, cap: number | null): Promise<void>;
   /**

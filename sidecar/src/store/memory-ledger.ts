@@ -382,7 +382,7 @@ export function createMemoryLedger(): Ledger {
 
       const existing = tenants.get(tenantId);
       const first = existing?.adjustments.get(idempotencyKey);
-      if (first !== undefined) return copyEntry(first);
+      if (first !== undefined) return { ...copyEntry(first), replayed: true };
       const balance = existing?.balance ?? 0;
       if (amount < 0 && balance + amount < 0) throw new InsufficientBalanceError();
 
@@ -397,7 +397,7 @@ export function createMemoryLedger(): Ledger {
         reason,
       });
       t.adjustments.set(idempotencyKey, entry);
-      return copyEntry(entry);
+      return { ...copyEntry(entry), replayed: false };
     },
 
     async setCap(tenantId, cap) {

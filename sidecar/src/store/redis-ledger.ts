@@ -164,7 +164,7 @@ return n`;
 
 const ADJUST = `
 local prev = redis.call('GET', KEYS[2])
-if prev then return prev end
+if prev then return 'R|' .. prev end
 local amount = tonumber(ARGV[1])
 local balance = tonumber(redis.call('HGET', KEYS[1], 'balance') or '0')
 if amount < 0 and balance + amount < 0 then return 'INSUFFICIENT' end
@@ -355,11 +355,12 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       const time = new Date(now).toISOString();
       const r = await redis(() => scripts.adjust(k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time));
       if (r === 'INSUFFICIENT') throw new InsufficientBalanceError();
-      const [id = '', type = 'grant', amt = '0', after = '0', at = time] = String(r).split('|');
+      const replayed = String(r).startsWith('R|'); // the key was applied before: its first entry comes back
+      const [id = '', type = 'grant', amt = '0', after = '0', at = time] = String(r).slice(replayed ? 2 : 0).split('|');
       // The reason comes back from the stream entry itself (it may contain "|").
       const stored = await redis(() => client.xrange(k.ledger(tenantId), id, id));
       const f = stored[0] ? fields(stored[0][1]) : {};
-      return { id, time: at, type: type as LedgerEntry['type'], amount: Number(amt), balanceAfter: Number(after), requestId: null, reason: f.reason ?? reason };
+      return { id, time: at, type: type as LedgerEntry['type'], amount: Number(amt), balanceAfter: Number(after), requestId: null, reason: f.reason ?? reason, replayed };
     },
 
     async setCap(tenantId, cap) {

@@ -21,6 +21,8 @@ export interface AdminDeps {
   /** The configured credit tiers (shown when the operator has set none). */
   readonly tiers?: readonly CreditTier[];
   readonly brand: string;
+  /** ISO code of billing.currency: money answers carry it next to their micro-units. */
+  readonly currency: string;
   readonly adminToken: string;
   readonly log: Logger;
   /** False once a stop has begun: /readyz answers 503 so load balancers send nothing new. */
@@ -124,6 +126,7 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
     });
   });
 
+  const currency = deps.currency;
   const accounts = deps.accounts;
   if (accounts) {
     app.register(async (people) => {
@@ -174,8 +177,9 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
         if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount === 0) throw new OperatorError(400, 'amount must be a non-zero integer of micro-units');
         if (typeof key !== 'string' || !key || key.length > 200) throw new OperatorError(400, 'idempotency_key is required (1-200 characters)');
         const entry = await deps.ledger.adjustBalance(tenant, amount, key, typeof reason === 'string' ? reason.slice(0, 200) : '', Date.now());
+        if (entry.replayed) return reply.code(200).send({ ...entry, currency }); // applied before: nothing changed
         deps.log.info({ tenant_id: tenant, amount, entry_id: entry.id }, 'credits adjusted');
-        return reply.code(201).send(entry);
+        return reply.code(201).send({ ...entry, currency });
       },
     );
     money.put<{ Params: { id: string }; Body: { amount?: unknown } }>('/admin/tenants/:id/cap', async (req) => {
@@ -185,20 +189,20 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
         throw new OperatorError(400, 'amount must be a non-negative integer of micro-units, or null to clear the cap');
       }
       await deps.ledger.setCap(tenant, amount);
-      return { tenant_id: tenant, spend_cap: amount };
+      return { tenant_id: tenant, spend_cap: amount, currency };
     });
     money.get<{ Params: { id: string }; Querystring: { period?: string } }>('/admin/tenants/:id/account', async (req) => {
       const tenant = await tenantOf(req.params.id);
       const period = req.query.period ?? new Date().toISOString().slice(0, 7);
-      return { tenant_id: tenant, period, ...(await deps.ledger.account(tenant, period)) };
+      return { tenant_id: tenant, period, currency, ...(await deps.ledger.account(tenant, period)) };
     });
     money.get<{ Params: { id: string }; Querystring: { limit?: string } }>('/admin/tenants/:id/ledger', async (req) => {
       const tenant = await tenantOf(req.params.id);
-      return { data: await deps.ledger.ledger(tenant, clampLimit(req.query.limit)) };
+      return { currency, data: await deps.ledger.ledger(tenant, clampLimit(req.query.limit)) };
     });
     money.get<{ Params: { id: string }; Querystring: { limit?: string } }>('/admin/tenants/:id/usage-records', async (req) => {
       const tenant = await tenantOf(req.params.id);
-      return { data: await deps.ledger.usageRecords(tenant, clampLimit(req.query.limit)) };
+      return { currency, data: await deps.ledger.usageRecords(tenant, clampLimit(req.query.limit)) };
     });
   });
 
