@@ -78,7 +78,7 @@ const OPTIONS = {
   card: { type: 'string' },
   token: { type: 'string' },
   set: { type: 'string' },
-  'claim-only': { type: 'boolean', default: false },
+  'claim-only': { type: 'boolean' },
   json: { type: 'boolean', default: false },
   help: { type: 'boolean', default: false },
 } as const;
