@@ -194,6 +194,26 @@ describe('metering', () => {
     expect(records[0]).toMatchObject({ requestId: r.headers.get('x-request-id'), alias: 'svc-deep', completionTokens: 9, estimated: false });
   });
 
+  it('svc-deep without provider usage: the hidden reasoning is counted and billed, streamed or not (rule 6)', async () => {
+    const { tenant, key } = await newTenant(10_000_000);
+    const body = { model: 'svc-deep', messages: [{ role: 'user', content: 'think #sim:no-usage #sim:reasoning=7 #sim:tokens=2' }] };
+    // Reasoning "Let me think about this request step" (36 characters), answer "The simulated" (13).
+    const whole = await post(`${gw.base}/chat/completions`, body, key);
+    expect(whole.status).toBe(200);
+    expect(whole.json.choices[0].message).toEqual({ role: 'assistant', content: 'The simulated' });
+    // The message counted as returned ('assistant' + the answer, 22) plus the reasoning (36): 58 characters → 15 tokens.
+    expect(whole.json.usage.completion_tokens).toBe(15);
+    const streamed = await readSse(`${gw.base}/chat/completions`, { ...body, stream: true }, key);
+    // The deltas' text (36 + 13 = 49 characters) → 13 tokens.
+    expect(streamed.events.at(-1)).toBe('[DONE]');
+    expect(JSON.parse(streamed.events.at(-2)!).usage.completion_tokens).toBe(13);
+    await settled(tenant);
+    const { records } = await usageCosts(tenant);
+    const byId = new Map(records.map((r) => [r.requestId, r]));
+    expect(byId.get(whole.headers.get('x-request-id')!)).toMatchObject({ alias: 'svc-deep', completionTokens: 15, estimated: true });
+    expect(byId.get(streamed.headers.get('x-request-id')!)).toMatchObject({ alias: 'svc-deep', completionTokens: 13, estimated: true });
+  });
+
   it('a stream whose provider sent no usage is charged from counted tokens, marked estimated', async () => {
     const { tenant, key } = await newTenant(1_000_000);
     const r = await readSse(`${gw.base}/chat/completions`, chat('x #sim:no-usage #sim:tokens=6', { stream: true }), key);
