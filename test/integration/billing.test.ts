@@ -110,6 +110,23 @@ describe('the credit check (402) and holds', () => {
     expect((await inFlight).status).toBe(200);
   });
 
+  it('max_tokens and max_completion_tokens together: the hold covers max_completion_tokens (hand-worked)', async () => {
+    // As above, with completion bounded by max_completion_tokens 500 (max_tokens 50 is not what counts):
+    // ceil((70 × 100,000 + 500 × 400,000) / 1,000,000) = 207 micro-units.
+    const body = chat('x #sim:delay=800', { max_completion_tokens: 500 });
+    expect(body.max_tokens).toBe(50);
+    expect(holdFor(body)).toBe(207);
+    const { tenant, key } = await newTenant(1_000_000);
+    const inFlight = post(`${gw.base}/chat/completions`, body, key);
+    let held = 0;
+    for (let i = 0; i < 50 && held === 0; i++) {
+      held = (await gw.admin.account(tenant)).held;
+      if (held === 0) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(held).toBe(207);
+    expect((await inFlight).status).toBe(200);
+  });
+
   it('a refused request costs nothing; an empty balance refuses before the provider', async () => {
     const { tenant, key } = await newTenant(0);
     const before = await simRequests();
