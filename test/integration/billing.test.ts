@@ -40,6 +40,16 @@ async function settled(tenant: string, timeoutMs = 15_000) {
   }
 }
 
+/** What the tenant has on hold once the first hold appears (a request in flight). */
+async function firstHold(tenant: string): Promise<number> {
+  let held = 0;
+  for (let i = 0; i < 50 && held === 0; i++) {
+    held = (await gw.admin.account(tenant)).held;
+    if (held === 0) await new Promise((r) => setTimeout(r, 20));
+  }
+  return held;
+}
+
 const simRequests = async () => (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
 
 async function providerHasSeen(n: number, timeoutMs = 10_000) {
@@ -101,12 +111,7 @@ describe('the credit check (402) and holds', () => {
     expect(holdFor(body)).toBe(27); // the tests' oracle agrees with the hand calculation
     const { tenant, key } = await newTenant(1_000_000);
     const inFlight = post(`${gw.base}/chat/completions`, body, key);
-    let held = 0;
-    for (let i = 0; i < 50 && held === 0; i++) {
-      held = (await gw.admin.account(tenant)).held;
-      if (held === 0) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(held).toBe(27); // and so does the gateway, through Envoy
+    expect(await firstHold(tenant)).toBe(27); // and so does the gateway, through Envoy
     expect((await inFlight).status).toBe(200);
   });
 
@@ -118,12 +123,7 @@ describe('the credit check (402) and holds', () => {
     expect(holdFor(body)).toBe(207);
     const { tenant, key } = await newTenant(1_000_000);
     const inFlight = post(`${gw.base}/chat/completions`, body, key);
-    let held = 0;
-    for (let i = 0; i < 50 && held === 0; i++) {
-      held = (await gw.admin.account(tenant)).held;
-      if (held === 0) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(held).toBe(207);
+    expect(await firstHold(tenant)).toBe(207);
     expect((await inFlight).status).toBe(200);
   });
 
