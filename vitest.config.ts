@@ -11,6 +11,9 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           environment: 'node',
+          // A private temporary directory per run; the run fails if a test leaves anything in it.
+          globalSetup: ['test/unit/setup/private-tmpdir.ts'],
+          setupFiles: ['test/unit/setup/use-private-tmpdir.ts'],
           testTimeout: 20_000,
         },
       },

@@ -1,7 +1,7 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { admitBody } from '../../sidecar/src/domain/admission.js';
@@ -23,7 +23,9 @@ const ctxOf = (content: string) => {
   if (!a.ok) throw new Error('refused');
   return a.ctx;
 };
-const journal = () => new SettlementJournal(join(mkdtempSync(join(tmpdir(), 'billing-')), 'journal.jsonl'));
+const journals = mkdtempSync(join(tmpdir(), 'billing-'));
+afterAll(() => rmSync(journals, { recursive: true, force: true }));
+const journal = () => new SettlementJournal(join(mkdtempSync(join(journals, 'j-')), 'journal.jsonl'));
 const quiet = { settled: () => {}, failed: () => {} };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

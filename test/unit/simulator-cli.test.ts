@@ -1,15 +1,20 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { createSimulator } from '../../sidecar/simulator/server.js';
 
 describe('simulator CLI', () => {
   it('prints the listening line, serves, and exits cleanly on SIGTERM', async () => {
+    // The child's own temporary directory (tsx keeps its cache there), removed with it.
+    const childTmp = mkdtempSync(join(tmpdir(), 'sim-cli-'));
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', 'sidecar/simulator/main.ts', '--port', '0', '--host', '127.0.0.1', '--dims', '8', '--reasoning-models', 'r1,r2', '--api-key', 'k'],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
+      { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: childTmp } },
     );
     try {
       const lines = createInterface({ input: child.stdout });
@@ -36,7 +41,11 @@ describe('simulator CLI', () => {
       const [code] = (await once(child, 'exit')) as [number | null];
       expect(code).toBe(0);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await once(child, 'exit');
+      }
+      rmSync(childTmp, { recursive: true, force: true });
     }
   });
 
