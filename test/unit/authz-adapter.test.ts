@@ -46,7 +46,7 @@ beforeAll(async () => {
   const authorizer = new Authorizer({ brand: 'svc', findKey: async (h) => keys.get(h) ?? null, verifySession: async () => null });
   const billing = new Billing(createMemoryLedger(), cfg.billing, new SettlementJournal(join(dir, 'journal.jsonl')), { settled: () => {}, failed: () => {} });
   const catalog = new Catalog(cfg.models, 'svc');
-  const gate = new Gate(authorizer, billing, { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 }, '/v1');
+  const gate = new Gate(authorizer, billing, { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 }, '/v1', cfg.limits.maxRequestHeaders);
   const address = `unix:${join(dir, 'sock')}`;
   const authz = createAuthorizationService({ gate, brand: 'svc', upstreamKey: undefined, log: pino({ level: 'silent' }) });
   server = await startGrpcServer(address, { authz, extProc: { process: () => {} } as never });
