@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { expect } from 'vitest';
 import { UUID } from './gateway.js';
 
@@ -13,14 +14,39 @@ export async function call(url: string, init: RequestInit & { key?: string | nul
   if (init.key) headers.set('x-api-key', init.key);
   if (init.body !== undefined && !headers.has('content-type')) headers.set('content-type', 'application/json');
   const res = await fetch(url, { ...init, headers });
-  const text = await res.text();
+  return reply(res.status, res.headers, await res.text());
+}
+
+function reply(status: number, headers: Headers, text: string): Reply {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
     json = undefined;
   }
-  return { status: res.status, headers: res.headers, text, json };
+  return { status, headers, text, json };
+}
+
+/**
+ * A GET over a connection whose client end is bound to `localAddress`, e.g.
+ * 127.0.0.2 towards a gateway on 127.0.0.1 (all of 127/8 is loopback): the
+ * client and the listener then have different addresses.
+ */
+export function getFrom(localAddress: string, url: string, headers: Record<string, string> = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { localAddress, headers }, (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (c: Buffer) => parts.push(c));
+      res.on('end', () => {
+        const h = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+        resolve(reply(res.statusCode ?? 0, h, Buffer.concat(parts).toString()));
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 export const post = (url: string, body: unknown, key?: string | null, headers: Record<string, string> = {}) =>

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
-import { call, expectEnvelope, post } from '../harness/http.js';
+import { call, expectEnvelope, getFrom, post } from '../harness/http.js';
 
 /** Every authentication rule of the spec (1-15), through real Envoy. */
 let gw: TestGateway;
@@ -26,6 +26,7 @@ const inference = () => [
 ];
 const me = (headers: Record<string, string>) => call(`${gw.base}/accounts/me`, { headers });
 const newKey = async (opts: { scopes?: string[]; allowed_ips?: string[] } = {}) => (await gw.admin.createKey(gw.tenantId, opts)).key;
+const modelsFrom = (localAddress: string, key: string) => getFrom(localAddress, `${gw.base}/models`, { 'x-api-key': key });
 
 describe('credential forms (rules 1, 4, 15)', () => {
   it('X-API-Key works on inference paths, /credits* and /accounts*', async () => {
@@ -198,6 +199,15 @@ describe('IP allowlist (rule 10): only the direct peer counts', () => {
     expectEnvelope(await call(`${gw.base}/models`, { key: k, headers: spoof }), 401, 'invalid_api_key');
     const local = await newKey({ allowed_ips: ['127.0.0.1'] });
     expect((await call(`${gw.base}/models`, { key: local, headers: { 'x-forwarded-for': '198.51.100.1' } })).status).toBe(200);
+  });
+
+  it('the client address counts, not the listener it connected to (client on 127.0.0.2, gateway on 127.0.0.1)', async () => {
+    const fromOther = await newKey({ allowed_ips: ['127.0.0.2'] });
+    const listenerOnly = await newKey({ allowed_ips: ['127.0.0.1'] });
+    expect((await modelsFrom('127.0.0.2', fromOther)).status).toBe(200);
+    expectEnvelope(await modelsFrom('127.0.0.1', fromOther), 401, 'invalid_api_key');
+    expectEnvelope(await modelsFrom('127.0.0.2', listenerOnly), 401, 'invalid_api_key');
+    expect((await modelsFrom('127.0.0.1', listenerOnly)).status).toBe(200);
   });
 
   it('an IPv6 peer: listed ::1 passes over IPv6 and is refused over IPv4; v6 CIDR', async () => {

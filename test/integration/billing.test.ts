@@ -40,6 +40,16 @@ async function settled(tenant: string, timeoutMs = 15_000) {
   }
 }
 
+/** What the tenant has on hold once the first hold appears (a request in flight). */
+async function firstHold(tenant: string): Promise<number> {
+  let held = 0;
+  for (let i = 0; i < 50 && held === 0; i++) {
+    held = (await gw.admin.account(tenant)).held;
+    if (held === 0) await new Promise((r) => setTimeout(r, 20));
+  }
+  return held;
+}
+
 const simRequests = async () => (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
 
 async function providerHasSeen(n: number, timeoutMs = 10_000) {
@@ -101,12 +111,19 @@ describe('the credit check (402) and holds', () => {
     expect(holdFor(body)).toBe(27); // the tests' oracle agrees with the hand calculation
     const { tenant, key } = await newTenant(1_000_000);
     const inFlight = post(`${gw.base}/chat/completions`, body, key);
-    let held = 0;
-    for (let i = 0; i < 50 && held === 0; i++) {
-      held = (await gw.admin.account(tenant)).held;
-      if (held === 0) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(held).toBe(27); // and so does the gateway, through Envoy
+    expect(await firstHold(tenant)).toBe(27); // and so does the gateway, through Envoy
+    expect((await inFlight).status).toBe(200);
+  });
+
+  it('max_tokens and max_completion_tokens together: the hold covers max_completion_tokens (hand-worked)', async () => {
+    // As above, with completion bounded by max_completion_tokens 500 (max_tokens 50 is not what counts):
+    // ceil((70 × 100,000 + 500 × 400,000) / 1,000,000) = 207 micro-units.
+    const body = chat('x #sim:delay=800', { max_completion_tokens: 500 });
+    expect(body.max_tokens).toBe(50);
+    expect(holdFor(body)).toBe(207);
+    const { tenant, key } = await newTenant(1_000_000);
+    const inFlight = post(`${gw.base}/chat/completions`, body, key);
+    expect(await firstHold(tenant)).toBe(207);
     expect((await inFlight).status).toBe(200);
   });
 
@@ -192,6 +209,26 @@ describe('metering', () => {
     const { records } = await usageCosts(tenant);
     expect(records).toHaveLength(1);
     expect(records[0]).toMatchObject({ requestId: r.headers.get('x-request-id'), alias: 'svc-deep', completionTokens: 9, estimated: false });
+  });
+
+  it('svc-deep without provider usage: the hidden reasoning is counted and billed, streamed or not (rule 6)', async () => {
+    const { tenant, key } = await newTenant(10_000_000);
+    const body = { model: 'svc-deep', messages: [{ role: 'user', content: 'think #sim:no-usage #sim:reasoning=7 #sim:tokens=2' }] };
+    // Reasoning "Let me think about this request step" (36 characters), answer "The simulated" (13).
+    const whole = await post(`${gw.base}/chat/completions`, body, key);
+    expect(whole.status).toBe(200);
+    expect(whole.json.choices[0].message).toEqual({ role: 'assistant', content: 'The simulated' });
+    // The message counted as returned ('assistant' + the answer, 22) plus the reasoning (36): 58 characters → 15 tokens.
+    expect(whole.json.usage.completion_tokens).toBe(15);
+    const streamed = await readSse(`${gw.base}/chat/completions`, { ...body, stream: true }, key);
+    // The deltas' text (36 + 13 = 49 characters) → 13 tokens.
+    expect(streamed.events.at(-1)).toBe('[DONE]');
+    expect(JSON.parse(streamed.events.at(-2)!).usage.completion_tokens).toBe(13);
+    await settled(tenant);
+    const { records } = await usageCosts(tenant);
+    const byId = new Map(records.map((r) => [r.requestId, r]));
+    expect(byId.get(whole.headers.get('x-request-id')!)).toMatchObject({ alias: 'svc-deep', completionTokens: 15, estimated: true });
+    expect(byId.get(streamed.headers.get('x-request-id')!)).toMatchObject({ alias: 'svc-deep', completionTokens: 13, estimated: true });
   });
 
   it('a stream whose provider sent no usage is charged from counted tokens, marked estimated', async () => {

@@ -133,6 +133,15 @@ describe('the svc-deep max_tokens floor', () => {
     expect((await lastUpstream()).body.max_completion_tokens).toBe(8000);
   });
 
+  it('max_tokens and max_completion_tokens together: max_completion_tokens decides; both go up with the effective cap', async () => {
+    const low = await deep({ max_tokens: 9000, max_completion_tokens: 10 });
+    expect(low.json.svc).toMatchObject({ max_tokens_floor_applied: true, requested_max_tokens: 10, effective_max_tokens: 8000 });
+    expect((await lastUpstream()).body).toMatchObject({ max_tokens: 8000, max_completion_tokens: 8000 });
+    const high = await deep({ max_tokens: 10, max_completion_tokens: 9000 });
+    expect(high.json.svc.max_tokens_floor_applied).toBeUndefined();
+    expect((await lastUpstream()).body).toMatchObject({ max_tokens: 9000, max_completion_tokens: 9000 });
+  });
+
   it('leaves a large enough max_tokens alone', async () => {
     const r = await deep({ max_tokens: 9000 });
     expect(r.json.svc.max_tokens_floor_applied).toBeUndefined();

@@ -1,7 +1,7 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { admitBody } from '../../sidecar/src/domain/admission.js';
@@ -23,7 +23,9 @@ const ctxOf = (content: string) => {
   if (!a.ok) throw new Error('refused');
   return a.ctx;
 };
-const journal = () => new SettlementJournal(join(mkdtempSync(join(tmpdir(), 'billing-')), 'journal.jsonl'));
+const journals = mkdtempSync(join(tmpdir(), 'billing-'));
+afterAll(() => rmSync(journals, { recursive: true, force: true }));
+const journal = () => new SettlementJournal(join(mkdtempSync(join(journals, 'j-')), 'journal.jsonl'));
 const quiet = { settled: () => {}, failed: () => {} };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -151,6 +153,61 @@ describe('Billing', () => {
     const a = await real.account('ten_1', '2026-11');
     expect(a.held).toBe(0);
     expect(1_000_000 - a.balance).toBe(records[0]!.cost);
+  });
+
+  it('settlements journaled while a retry waits on a slow store stay pending and are applied by the next retry', async () => {
+    const real = createMemoryLedger();
+    await real.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    const unreachable = new Set(['req-1', 'req-2', 'req-3']);
+    let slow: { reached: () => void; go: Promise<void> } | null = null;
+    const flaky: Ledger = {
+      ...real,
+      settle: async (i) => {
+        if (unreachable.has(i.requestId)) throw new StoreUnavailableError();
+        if (slow) {
+          slow.reached();
+          await slow.go;
+        }
+        return real.settle(i);
+      },
+      release: (t, r) => (unreachable.has(r) ? Promise.reject(new StoreUnavailableError()) : real.release(t, r)),
+    };
+    const j = journal();
+    const billing = new Billing(flaky, cfg.billing, j, quiet);
+    const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false };
+    const finish = (requestId: string, u: typeof usage | null) => billing.finish({ principal, ctx: ctxOf('x'), requestId, usage: u, startedAt: Date.now() });
+    for (const id of ['req-1', 'req-2', 'req-3']) {
+      await billing.admit(principal, ctxOf('x'), id);
+      billing.claim('ten_1', id);
+    }
+    await finish('req-1', usage);
+    expect(j.pending()).toHaveLength(1);
+
+    // The store is back but slow: the retry of req-1 is under way when req-2 and req-3 are journaled.
+    unreachable.delete('req-1');
+    let go!: () => void;
+    const reached = new Promise<void>((resolve) => {
+      slow = { reached: resolve, go: new Promise<void>((r) => (go = r)) };
+    });
+    const retry = billing.retryPending();
+    await reached;
+    await finish('req-2', usage);
+    await finish('req-3', null); // nothing delivered: a release
+    expect(j.pending()).toHaveLength(3);
+    go();
+    expect(await retry).toBe(2);
+    expect(j.pending()).toEqual([
+      { op: 'settle', input: expect.objectContaining({ requestId: 'req-2' }) },
+      { op: 'release', tenantId: 'ten_1', requestId: 'req-3' },
+    ]);
+    expect((await real.usageRecords('ten_1', 10)).map((r) => r.requestId)).toEqual(['req-1']);
+
+    slow = null;
+    unreachable.clear();
+    expect(await billing.retryPending()).toBe(0);
+    expect(j.pending()).toHaveLength(0);
+    expect((await real.usageRecords('ten_1', 10)).map((r) => r.requestId).sort()).toEqual(['req-1', 'req-2']);
+    expect((await real.account('ten_1', '2026-11')).held).toBe(0);
   });
 
   it('a settlement no ledger could take (a cost out of range) never throws, releases the hold and journals nothing', async () => {

@@ -115,6 +115,20 @@ describe('svc-deep max_tokens floor', () => {
     expect(high.ctx.floor).toBeNull();
   });
 
+  it('both fields given: max_completion_tokens decides (the current field); both go up with the effective cap', () => {
+    const low = admit({ model: 'svc-deep', max_tokens: 9000, max_completion_tokens: 10 });
+    expect(low.ctx.floor).toEqual({ requested: 10, effective: 8000 });
+    expect(low.ctx.maxTokens).toBe(8000);
+    expect(low.upstream).toMatchObject({ max_tokens: 8000, max_completion_tokens: 8000 });
+    const high = admit({ model: 'svc-deep', max_tokens: 10, max_completion_tokens: 9000 });
+    expect(high.ctx.floor).toBeNull();
+    expect(high.ctx.maxTokens).toBe(9000);
+    expect(high.upstream).toMatchObject({ max_tokens: 9000, max_completion_tokens: 9000 });
+    const core = admit({ model: 'svc-core', max_tokens: 300, max_completion_tokens: 100 });
+    expect(core.ctx.maxTokens).toBe(100);
+    expect(core.upstream).toMatchObject({ max_tokens: 100, max_completion_tokens: 100 });
+  });
+
   it('svc-deep at or above the floor keeps the caller cap, not its 32768 output cap', () => {
     const { upstream, ctx } = admit({ model: 'svc-deep', max_tokens: 20000 });
     expect(upstream.max_tokens).toBe(20000);

@@ -84,11 +84,22 @@ describe('rewriteChatCompletion', () => {
     const absurd = [{ prompt_tokens: 1e20, completion_tokens: 5 }, { prompt_tokens: 5, completion_tokens: 2 ** 53 }, { prompt_tokens: 2_000_000_000 }];
     for (const u of [undefined, null, { prompt_tokens: -1 }, { prompt_tokens: 'x' }, ...absurd]) {
       const { body, usage } = rewrite({ ...provider, usage: u }, ctx);
-      // completion: the returned message { role: 'assistant', content: 'Hello!', refusal: null } = 15 characters → 4 tokens;
-      // the stripped reasoning text is not counted.
-      expect(usage).toEqual({ promptTokens: 2, completionTokens: 4, totalTokens: 6, estimated: true });
-      expect(body.usage).toEqual({ prompt_tokens: 2, completion_tokens: 4, total_tokens: 6 });
+      // completion: the returned message { role: 'assistant', content: 'Hello!', refusal: null } = 15 characters,
+      // plus the hidden reasoning it was billed for though never delivered (spec rule 6),
+      // 'secret thoughts' + 'more' = 19 characters: 34 characters → 9 tokens.
+      expect(usage).toEqual({ promptTokens: 2, completionTokens: 9, totalTokens: 11, estimated: true });
+      expect(body.usage).toEqual({ prompt_tokens: 2, completion_tokens: 9, total_tokens: 11 });
+      expect(JSON.stringify(body)).not.toContain('secret thoughts');
     }
+  });
+
+  it('svc-deep without usage: an answer cut short while still reasoning is billed for its reasoning, as a stream would be', () => {
+    const ctx = ctxFor({ model: 'svc-deep' });
+    const choices = [{ index: 0, message: { role: 'assistant', content: null, reasoning_content: 'r'.repeat(391) }, finish_reason: 'length' }];
+    const { body, usage } = rewrite({ choices }, ctx);
+    // 'assistant' (9) + 391 reasoning characters = 400 → 100 tokens
+    expect(usage).toEqual({ promptTokens: 2, completionTokens: 100, totalTokens: 102, estimated: true });
+    expect(body.choices).toEqual([{ index: 0, message: { role: 'assistant', content: null }, finish_reason: 'length' }]);
   });
 
   it('the estimate takes the prompt from the request context and the completion from every returned message', () => {

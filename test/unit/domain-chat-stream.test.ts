@@ -103,6 +103,17 @@ describe('ChatStreamRewriter', () => {
     expect(out.at(-2)).toMatchObject({ usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } });
   });
 
+  it('without provider usage, hidden reasoning is counted and billed though never delivered (spec rule 6)', () => {
+    // 50 reasoning deltas of 14 characters, under both field names providers use
+    const thoughts = Array.from({ length: 50 }, (_, i) => delta({ [i % 2 ? 'reasoning' : 'reasoning_content']: `idea ${String(i).padStart(2, '0')} noted ` }));
+    const r = rewriter(ctxFor('svc-deep'));
+    const { out } = run(sse(...thoughts, delta({ content: 'ok' }), delta({}, 'stop'), '[DONE]'), r);
+    expect(JSON.stringify(out)).not.toContain('noted');
+    // 50 × 14 + 2 = 702 characters → 176 tokens (more than the 51 deltas that carried text)
+    expect(r.usage()).toEqual({ promptTokens: 12, completionTokens: 176, totalTokens: 188, estimated: true });
+    expect(out.at(-2)).toMatchObject({ usage: { prompt_tokens: 12, completion_tokens: 176, total_tokens: 188 } });
+  });
+
   it('a stream ending without [DONE] is closed with the final chunk and [DONE]', () => {
     const { out, r } = run(sse(delta({ content: 'x' }, 'stop'), usageChunk));
     expect(out.at(-1)).toBe('[DONE]');

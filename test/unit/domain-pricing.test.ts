@@ -116,6 +116,10 @@ describe('worstCase', () => {
     expect(wc({ model: 'svc-deep' })).toEqual({ promptTokens: 56, completionTokens: 8000, cost: 56 * 2 + 8000 * 8 });
     expect(wc({ model: 'svc-deep', max_tokens: 100 }).completionTokens).toBe(8000);
     expect(wc({ model: 'svc-deep', max_tokens: 20_000 }).completionTokens).toBe(20_000);
+    // Both fields: max_completion_tokens is the one the hold covers.
+    expect(wc({ model: 'svc-core', max_tokens: 700, max_completion_tokens: 50 }).completionTokens).toBe(50);
+    expect(wc({ model: 'svc-core', max_tokens: 50, max_completion_tokens: 700 }).completionTokens).toBe(700);
+    expect(wc({ model: 'svc-deep', max_tokens: 20_000, max_completion_tokens: 100 }).completionTokens).toBe(8000);
   });
 
   it('embeddings: no completion tokens; the cost is per input', () => {

@@ -98,4 +98,27 @@ describe('SseFramer', () => {
     expect(() => f.push(Buffer.from(`data: ${'x'.repeat(32)}`))).toThrow(/too large/);
     expect(new SseFramer(16).push(Buffer.from(`data: ${'x'.repeat(32)}\n\n`))).toHaveLength(1);
   });
+
+  it('an unfinished event of exactly the limit is kept; one byte more throws', () => {
+    const at = new SseFramer(16);
+    expect(at.push(Buffer.from(`data: ${'x'.repeat(10)}`))).toEqual([]); // 16 bytes pending
+    expect(at.flush()).toEqual([{ data: 'x'.repeat(10), event: null }]);
+    expect(() => new SseFramer(16).push(Buffer.from(`data: ${'x'.repeat(11)}`))).toThrow(/too large/);
+  });
+
+  it('blank lines with no event before them (keep-alives, extra line endings) are not events', () => {
+    const f = new SseFramer();
+    expect(f.push(Buffer.from('\n\r\n\ndata: 1\n\n\n\n\r\ndata: 2\n\n'))).toEqual([
+      { data: '1', event: null },
+      { data: '2', event: null },
+    ]);
+  });
+
+  it('fields other than data and event (id, retry, unknown) change nothing', () => {
+    const f = new SseFramer();
+    expect(f.push(Buffer.from('event: x\nid: 7\nretry: 100\nfoo: bar\ndata: 1\n\nid: 8\ndata: 2\n\n'))).toEqual([
+      { data: '1', event: 'x' },
+      { data: '2', event: null },
+    ]);
+  });
 });

@@ -1,7 +1,7 @@
 // The ext_proc adapter over real gRPC: a step that throws fails only its own
 // exchange, with a gRPC status Envoy acts on at once (fail closed), never a
 // stream left open or an exception that takes the process down.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, makeGenericClientConstructor, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
@@ -20,9 +20,11 @@ const catalog = new Catalog(cfg.models, 'svc');
 const summaries: ExchangeSummary[] = [];
 let server: { close: () => Promise<void> };
 let address: string;
+let dir: string | undefined;
 
 beforeAll(async () => {
-  address = `unix:${join(mkdtempSync(join(tmpdir(), 'extproc-')), 'sock')}`;
+  dir = mkdtempSync(join(tmpdir(), 'extproc-'));
+  address = `unix:${join(dir, 'sock')}`;
   const extProc = createExternalProcessorService({
     exchange: {
       brand: 'svc',
@@ -43,6 +45,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 function open(): ClientDuplexStream<ProcessingRequest, ProcessingResponse> {

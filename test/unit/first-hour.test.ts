@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,10 @@ import { createSimulator, type Simulator } from '../../sidecar/simulator/server.
 import { REPO_ROOT } from '../../sidecar/stack/paths.js';
 import { freePort } from '../harness/ports.js';
 import { startRedis } from '../harness/redis.js';
+
+// Temporary folders of this file, removed after it.
+const temps = mkdtempSync(join(tmpdir(), 'first-hour-'));
+afterAll(() => rmSync(temps, { recursive: true, force: true }));
 
 const EXAMPLES = join(REPO_ROOT, 'examples', 'config');
 const example = (name: string) => loadConfig({ path: join(EXAMPLES, name), env: {} });
@@ -62,7 +66,7 @@ describe('npm start starts the bundled simulator only for the default upstream',
     }
   });
   it('a config file that names the upstream: no; one that does not: yes', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'first-hour-'));
+    const dir = mkdtempSync(join(temps, 'd-'));
     const named = join(dir, 'named.yaml');
     const other = join(dir, 'other.yaml');
     writeFileSync(named, 'upstream:\n  baseUrl: http://127.0.0.1:8000/v1\n');
@@ -111,7 +115,7 @@ describe('start-up provider check (against the real simulator)', () => {
   });
 
   it('an unreadable key file is named; a provider that is down is a warning, not an error', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'first-hour-'));
+    const dir = mkdtempSync(join(temps, 'd-'));
     const cfgPath = join(dir, 'gw.yaml');
     writeFileSync(cfgPath, `upstream:\n  baseUrl: http://127.0.0.1:${await freePort()}/v1\n  apiKeyFile: ${join(dir, 'absent-key')}\n`);
     const findings = await checkProvider(loadConfig({ path: cfgPath, env: {} }), { env: {}, timeoutMs: 2000 });

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse as parseYaml, parseAllDocuments, stringify } from 'yaml';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../sidecar/src/config/load.js';
 import { renderFromEnvironment } from '../../sidecar/stack/render-envoy.js';
 import { requireEnvoy } from '../../sidecar/stack/envoy-bin.js';
@@ -89,8 +89,10 @@ async function validateK8s(o: Plain): Promise<void> {
   new Cls(o).validate();
 }
 
+const temps = mkdtempSync(join(tmpdir(), 'k8s-cfg-'));
+afterAll(() => rmSync(temps, { recursive: true, force: true }));
 const writeTemp = (text: string): string => {
-  const file = join(mkdtempSync(join(tmpdir(), 'k8s-cfg-')), 'gateway.yaml');
+  const file = join(mkdtempSync(join(temps, 'c-')), 'gateway.yaml');
   writeFileSync(file, text);
   return file;
 };

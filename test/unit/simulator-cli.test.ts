@@ -1,15 +1,23 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createSimulator } from '../../sidecar/simulator/server.js';
+
+// The children's own temporary directory (tsx keeps its cache there), removed after them.
+const childTmp = mkdtempSync(join(tmpdir(), 'sim-cli-'));
+const childEnv = { ...process.env, TMPDIR: childTmp };
+afterAll(() => rmSync(childTmp, { recursive: true, force: true }));
 
 describe('simulator CLI', () => {
   it('prints the listening line, serves, and exits cleanly on SIGTERM', async () => {
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', 'sidecar/simulator/main.ts', '--port', '0', '--host', '127.0.0.1', '--dims', '8', '--reasoning-models', 'r1,r2', '--api-key', 'k'],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
+      { stdio: ['ignore', 'pipe', 'inherit'], env: childEnv },
     );
     try {
       const lines = createInterface({ input: child.stdout });
@@ -36,7 +44,10 @@ describe('simulator CLI', () => {
       const [code] = (await once(child, 'exit')) as [number | null];
       expect(code).toBe(0);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await once(child, 'exit');
+      }
     }
   });
 
@@ -60,7 +71,7 @@ describe('simulator CLI', () => {
     [['--tls-client-ca', '/ca.pem'], '--tls-client-ca needs --tls-cert and --tls-key'],
     [['--tls-cert', '/nonexistent.pem', '--tls-key', '/nonexistent.key'], '--tls-cert: cannot read /nonexistent.pem (ENOENT)'],
   ])('HTTPS options %j: exit 2 with "%s"', async (args, message) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'sidecar/simulator/main.ts', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'sidecar/simulator/main.ts', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: childEnv });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const [code] = (await once(child, 'exit')) as [number | null];

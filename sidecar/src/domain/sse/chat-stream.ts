@@ -1,5 +1,5 @@
 import { isObject, tryParseJson } from '../../util/json.js';
-import { cleanMessage } from '../chat-response.js';
+import { cleanMessage, reasoningOf } from '../chat-response.js';
 import { Errors, envelope, gatewayError, type ErrorEntry } from '../errors.js';
 import type { InferenceContext } from '../request-context.js';
 import { svcBlock } from '../svc-block.js';
@@ -143,10 +143,11 @@ export class ChatStreamRewriter {
   private count(delta: unknown): void {
     if (!isObject(delta)) return;
     let chars = 0;
-    for (const f of ['content', 'reasoning_content', 'reasoning', 'refusal'] as const) {
+    for (const f of ['content', 'refusal'] as const) {
       const v = delta[f];
       if (typeof v === 'string') chars += v.length;
     }
+    for (const r of reasoningOf(delta)) chars += r.length;
     if (Array.isArray(delta.tool_calls)) {
       for (const t of delta.tool_calls) {
         if (isObject(t) && isObject(t.function) && typeof t.function.arguments === 'string') chars += t.function.arguments.length;
