@@ -28,6 +28,7 @@ import {
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 import { createRedisLedger } from '../../sidecar/src/store/redis-ledger.js';
 import { type RedisServer, startRedis } from '../harness/redis.js';
+import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster.js';
 
 // ---------------------------------------------------------------- fixtures
 
@@ -1217,6 +1218,23 @@ describe('redis', () => {
   });
 
   describeLedgerContract('redis', () => createRedisLedger({ url: server.url, prefix: uniquePrefix() }), {
+    propertyRuns: 30,
+  });
+});
+
+// ---------------------------------------------------------------- redis cluster
+
+describe('redis cluster', () => {
+  let cluster: RedisCluster;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  describeLedgerContract('redis cluster', () => createRedisLedger({ clusterNodes: cluster.urls, prefix: uniquePrefix() }), {
     propertyRuns: 30,
   });
 });

@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
-import { Redis } from 'ioredis';
 import type { Config } from '../config/schema.js';
 import { redisClientOptions } from './redis-client-options.js';
+import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, newRedisClient } from './redis-connection.js';
+import { storeTarget } from './target.js';
 
 /**
  * Messages between gateway instances on named topics: "this key changed" (a
@@ -48,13 +49,16 @@ export function createBroadcast(cfg: Config): Broadcast {
     };
   }
   const channel = (topic: string) => `${cfg.brand}:${topic}`;
-  const retryStrategy = (n: number) => Math.min(50 * 2 ** n, 1000);
+  const target = storeTarget(cfg.store);
+  const connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS;
   const client = redisClientOptions(cfg.store);
-  const pub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: 1, retryStrategy });
+  const pub = newRedisClient(target, { connectTimeoutMs, commandTimeoutMs: DEFAULT_COMMAND_TIMEOUT_MS, failFast: false, client });
   // The subscriber waits for Redis however long it takes (no per-command retry limit)
   // and subscribes again on every (re)connection: a SUBSCRIBE lost while Redis was
   // unreachable at start would otherwise leave this instance deaf to revocations.
-  const sub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: null, retryStrategy });
+  // On a Cluster, PUBLISH reaches every node and the client keeps one subscriber
+  // connection, moving it to another node when its node fails.
+  const sub = newRedisClient(target, { connectTimeoutMs, failFast: false, client });
   pub.on('error', () => {});
   sub.on('error', () => {});
   const listeners = new Map<string, Array<(message: string | null) => void>>();
@@ -63,6 +67,8 @@ export function createBroadcast(cfg: Config): Broadcast {
     for (const [ch, ls] of listeners) sub.subscribe(ch).then(() => ls.forEach((l) => l(null)), () => {});
   };
   sub.on('ready', subscribeAll);
+  // A Cluster node left: the subscription may have moved with a gap in between.
+  sub.on('-node', () => listeners.forEach((ls) => ls.forEach((l) => l(null))));
   return {
     async publish(topic, message) {
       await pub.publish(channel(topic), message);
