@@ -1280,17 +1280,17 @@ describe('redis', () => {
         await grant(ledger, 1_000, 'ten_x');
         const r = rid();
         await ledger.reserve(reserveInput(r, { tenantId: 'ten_x', now: Date.now() }));
-        expect(await raw.zrange(`${prefix}:holding`, 0, -1)).toEqual(['ten_x']);
+        expect(await raw.zrange(`${prefix}:holding`, '0', '-1')).toEqual(['ten_x']);
         expect(await ledger.tenantsWithHolds()).toEqual(['ten_x']);
         await ledger.release('ten_x', r);
         // Released, but the indexed deadline is still ahead: kept (a reserve may be on its way).
         expect(await ledger.tenantsWithHolds()).toEqual([]);
-        expect(await raw.zrange(`${prefix}:holding`, 0, -1)).toEqual(['ten_x']);
+        expect(await raw.zrange(`${prefix}:holding`, '0', '-1')).toEqual(['ten_x']);
         // Past the deadline with no hold: dropped.
         expect(await ledger.reserve(reserveInput(rid(), { tenantId: 'ten_y', now: NOW, creditCheck: false }))).toEqual(OK);
         await raw.zadd(`${prefix}:holding`, NOW, 'ten_x');
         expect(await ledger.tenantsWithHolds()).toEqual(['ten_y']);
-        expect(await raw.zrange(`${prefix}:holding`, 0, -1)).toEqual(['ten_y']);
+        expect(await raw.zrange(`${prefix}:holding`, '0', '-1')).toEqual(['ten_y']);
       } finally {
         await ledger.close();
       }
@@ -1312,5 +1312,23 @@ describe('redis cluster', () => {
 
   describeLedgerContract('redis cluster', () => createRedisLedger({ clusterNodes: cluster.urls, prefix: uniquePrefix() }), {
     propertyRuns: 30,
+  });
+
+  it('a settlement no replica acknowledged is reported unavailable (so the journal retries it) and a retry applies it once', async () => {
+    // This cluster has no replicas: WAIT 1 can never be satisfied.
+    const ledger = createRedisLedger({ clusterNodes: cluster.urls, prefix: uniquePrefix(), replicaAcks: 1 });
+    const plain = createRedisLedger({ clusterNodes: cluster.urls, prefix: uniquePrefix() });
+    try {
+      const r = rid();
+      await expect(ledger.settle(settleInput(r, 5, { creditCheck: false }))).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(ledger.settle(settleInput(r, 5, { creditCheck: false }))).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect((await ledger.usageRecords(T, 10)).map((u) => u.requestId)).toEqual([r]);
+      expect((await ledger.account(T, PERIOD)).balance).toBe(-5);
+      // Without the requirement the same call succeeds.
+      expect((await plain.settle(settleInput(rid(), 5, { creditCheck: false }))).applied).toBe(true);
+    } finally {
+      await ledger.close();
+      await plain.close();
+    }
   });
 });

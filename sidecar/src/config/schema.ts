@@ -235,6 +235,12 @@ export const ConfigSchema = z
               .min(1)
               .max(64)
               .refine((urls) => new Set(urls.map((u) => u.split(':', 1)[0])).size === 1, 'every node URL uses the same scheme'),
+            /**
+             * Replicas that must acknowledge a settlement or balance change (WAIT) before it
+             * counts as written; fewer and the settlement journal retries it. Set it to the
+             * replicas per master (1) so a master's death loses nothing; 0 without replicas.
+             */
+            replicaAcks: z.number().int().min(0).max(5).default(0),
             ...RedisAccess,
           })
           .strict(),

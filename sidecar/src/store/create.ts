@@ -21,7 +21,13 @@ export function createStore(cfg: Config): Store {
 export function createLedger(cfg: Config): Ledger {
   return cfg.store.kind === 'memory'
     ? createMemoryLedger()
-    : createRedisLedger({ ...storeTarget(cfg.store), prefix: cfg.brand, client: redisClientOptions(cfg.store), retention: retentionFromDays(cfg.retention) });
+    : createRedisLedger({
+        ...storeTarget(cfg.store),
+        prefix: cfg.brand,
+        client: redisClientOptions(cfg.store),
+        retention: retentionFromDays(cfg.retention),
+        ...(cfg.store.kind === 'redis-cluster' ? { replicaAcks: cfg.store.replicaAcks } : {}),
+      });
 }
 
 export function createAccountStore(cfg: Config): AccountStore {

@@ -40,7 +40,8 @@ import {
   type UsageRecord,
 } from './ledger-contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
-import { type RedisClient, type RedisTarget, connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { StoreUnavailableError } from './contract.js';
+import { type RedisClient, type RedisTarget, connectRedis, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import { checkAdjust, checkListing, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
@@ -200,13 +201,11 @@ return 0`;
 
 type Scripts = {
   reserve: (...args: (string | number)[]) => Promise<number>;
-  settle: (...args: (string | number)[]) => Promise<[number, number, number]>;
   release: (...args: (string | number)[]) => Promise<number>;
   reap: (...args: (string | number)[]) => Promise<number>;
   claim: (...args: (string | number)[]) => Promise<number>;
   renew: (...args: (string | number)[]) => Promise<number>;
   releaseUnclaimed: (...args: (string | number)[]) => Promise<number>;
-  adjust: (...args: (string | number)[]) => Promise<string>;
   unindex: (...args: (string | number)[]) => Promise<number>;
 };
 
@@ -224,10 +223,8 @@ function defineScripts(client: RedisClient): Scripts {
   const c = client as unknown as Record<string, (...args: (string | number)[]) => Promise<unknown>>;
   return {
     reserve: (...a) => c.svc_reserve!(...a) as Promise<number>,
-    settle: (...a) => c.svc_settle!(...a) as Promise<[number, number, number]>,
     release: (...a) => c.svc_release!(...a) as Promise<number>,
     reap: (...a) => c.svc_reap!(...a) as Promise<number>,
-    adjust: (...a) => c.svc_adjust!(...a) as Promise<string>,
     claim: (...a) => c.svc_claim!(...a) as Promise<number>,
     renew: (...a) => c.svc_renew!(...a) as Promise<number>,
     releaseUnclaimed: (...a) => c.svc_release_unclaimed!(...a) as Promise<number>,
@@ -264,13 +261,25 @@ export type RedisLedgerOptions = RedisTarget & {
   readonly client?: RedisClientOptions;
   /** Default: usage records 90 days, ledger entries 400 days. */
   readonly retention?: StreamRetention;
+  /**
+   * Replicas that must hold a settlement or a balance change before it counts
+   * as written (Redis WAIT after the script, same connection). Fewer within
+   * REPLICA_WAIT_MS: StoreUnavailableError, so the settlement journal retries
+   * it (settle is idempotent), and a master that dies before its replica has the
+   * write loses nothing. Default 0 (no replicas).
+   */
+  readonly replicaAcks?: number;
 };
+
+const REPLICA_WAIT_MS = 500;
 
 export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
   const retention = opts.retention ?? retentionFromDays({ usageRecordDays: 90, ledgerDays: 400 });
   for (const ms of [retention.usageRecordMs, retention.ledgerMs]) {
     if (!Number.isSafeInteger(ms) || ms <= 0) throw new TypeError('retention must be a positive whole number of milliseconds');
   }
+  const replicaAcks = opts.replicaAcks ?? 0;
+  if (!Number.isSafeInteger(replicaAcks) || replicaAcks < 0) throw new TypeError('replicaAcks must be a whole number >= 0');
   const { client, redis, close } = connectRedis(opts, {
     connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
@@ -300,6 +309,28 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
    * dropped only when its score has passed and the tenant has no open hold, by
    * compare-and-delete on the score, so a concurrent reserve keeps it.
    */
+  /**
+   * Runs a money script and, when replicas must acknowledge, WAITs for them on
+   * the same node (a pipeline: the Cluster client sends both where the script's
+   * keys live).
+   */
+  async function replicated<T>(name: string, args: (string | number)[]): Promise<T> {
+    if (replicaAcks === 0) {
+      const c = client as unknown as Record<string, (...a: (string | number)[]) => Promise<T>>;
+      return redis(() => c[name]!(...args));
+    }
+    const pipe = client.pipeline() as unknown as Record<string, (...a: (string | number)[]) => unknown> & { wait(n: number, ms: number): unknown; exec(): Promise<Array<[Error | null, unknown]> | null> };
+    pipe[name]!(...args);
+    pipe.wait(replicaAcks, REPLICA_WAIT_MS);
+    const results = await redis(() => pipe.exec());
+    const [script, wait] = results ?? [];
+    if (!script || !wait) throw new StoreUnavailableError(new Error('pipeline returned nothing'));
+    if (script[0]) throw toStoreError(script[0]);
+    if (wait[0]) throw toStoreError(wait[0]);
+    if (Number(wait[1]) < replicaAcks) throw new StoreUnavailableError(new Error(`written, but on ${Number(wait[1])} of ${replicaAcks} replicas`));
+    return script[1] as T;
+  }
+
   const indexedUntil = new Map<string, number>();
   async function indexHolder(tenantId: string, now: number, holdTtlSeconds: number): Promise<void> {
     const ttlMs = holdTtlSeconds * 1000;
@@ -346,14 +377,12 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       const input = checkSettle(raw);
       const t = input.tenantId;
       const u = input.usage;
-      const [applied, charged, uncovered] = await redis(() =>
-        scripts.settle(
+      const [applied, charged, uncovered] = await replicated<[number, number, number]>('svc_settle', [
           k.acct(t), k.hold(t, input.requestId), k.holds(t), k.ledger(t), k.usage(t), k.day(t, input.day),
           enc(input.requestId), input.charge, input.creditCheck ? '1' : '0', input.period, new Date(input.now).toISOString(),
           t, u.keyId ?? '', u.alias, u.internalModel, u.promptTokens, u.completionTokens, u.totalTokens, u.requestCount,
           u.estimated ? '1' : '0', u.time, retention.ledgerMs, retention.usageRecordMs,
-        ),
-      );
+      ]);
       return { applied: applied === 1, charged: Number(charged), uncovered: Number(uncovered) };
     },
 
@@ -416,7 +445,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
       checkAdjust(tenantId, amount, idempotencyKey, reason, now);
       const time = new Date(now).toISOString();
-      const r = await redis(() => scripts.adjust(k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time, retention.ledgerMs));
+      const r = await replicated<string>('svc_adjust', [k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time, retention.ledgerMs]);
       if (r === 'INSUFFICIENT') throw new InsufficientBalanceError();
       const [id = '', type = 'grant', amt = '0', after = '0', at = time] = String(r).split('|');
       // The reason comes back from the stream entry itself (it may contain "|").
