@@ -11,7 +11,7 @@ import { createRedisStore } from '../../sidecar/src/store/redis.js';
 import { startRedis } from '../harness/redis.js';
 
 const N = Number(process.argv[2] ?? 200_000);
-const BATCH = 500;
+const BATCH = 200;
 const PERIOD = '2026-11';
 
 async function usedMemory(r: Redis): Promise<number> {
@@ -37,8 +37,8 @@ async function memoryOf(r: Redis, pattern: string): Promise<{ keys: number; byte
 async function main(): Promise<void> {
   const server = await startRedis();
   const raw = new Redis(server.url);
-  const store = createRedisStore({ url: server.url, prefix: 'svc' });
-  const ledger = createRedisLedger({ url: server.url, prefix: 'svc' });
+  const store = createRedisStore({ url: server.url, prefix: 'svc', commandTimeoutMs: 30_000 });
+  const ledger = createRedisLedger({ url: server.url, prefix: 'svc', commandTimeoutMs: 30_000 });
   try {
     // One tenant as the gateway uses it: record, two keys, a grant, a cap, requests over two days.
     const tenantId = 'ten_0123456789abcdef';

@@ -13,7 +13,8 @@
  *   <prefix>:tenant:{<tenantId>}:keys list  key ids, creation order (RPUSH)
  *   <prefix>:tenants                set     tenant ids
  *
- * Redis Cluster: no command or script touches more than one key, so nothing
+ * Redis Cluster (options `clusterNodes` instead of `url`: ioredis's Cluster
+ * client): no command or script touches more than one key, so nothing
  * depends on two keys sharing a slot. (A key's id and hash cannot share a hash
  * tag: each is looked up knowing only itself, so the only common tag would be
  * a global one, which would put the whole store on one shard.) The tenant
