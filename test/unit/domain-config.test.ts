@@ -99,7 +99,6 @@ describe('environment overrides', () => {
     ['UPSTREAM_API_KEY_FILE', '/run/secrets/k', (c) => c.upstream.apiKeyFile, '/run/secrets/k'],
     ['ACCOUNT_SERVICE_URL', 'https://acct.example.com', (c) => c.accountService.url, 'https://acct.example.com'],
     ['REDIS_URL', 'redis://r:6379/0', (c) => c.store, expect.objectContaining({ kind: 'redis', url: 'redis://r:6379/0' })],
-    ['REDIS_URL', 'redis://r:6379/0', (c) => c.store, { kind: 'redis', url: 'redis://r:6379/0' }],
     [
       'REDIS_CLUSTER_NODES',
       'redis://a:7000, redis://b:7001',
@@ -129,6 +128,15 @@ describe('store and retention', () => {
     const cfg = loadConfig({ path, env: {} });
     expect(cfg.store).toMatchObject({ kind: 'redis-cluster', nodes: ['redis://a:7000', 'redis://b:7001'], replicaAcks: 1 });
     expect(cfg.retention).toEqual({ usageRecordDays: 30, ledgerDays: 400 });
+  });
+
+  it('REDIS_URL over a Cluster file (and REDIS_CLUSTER_NODES over a single-Redis file) switches the store and keeps the access settings', () => {
+    const cluster = file('store:\n  kind: redis-cluster\n  nodes: [redis://a:7000]\n  replicaAcks: 1\n  username: gw\n');
+    expect(loadConfig({ path: cluster, env: { REDIS_URL: 'redis://r:6379' } }).store).toMatchObject({ kind: 'redis', url: 'redis://r:6379', username: 'gw' });
+    const single = file('store:\n  kind: redis\n  url: redis://r:6379\n  username: gw\n');
+    const cfg = loadConfig({ path: single, env: { REDIS_CLUSTER_NODES: 'redis://a:7000,redis://b:7001' } });
+    expect(cfg.store).toMatchObject({ kind: 'redis-cluster', nodes: ['redis://a:7000', 'redis://b:7001'], username: 'gw' });
+    expect(cfg.store).not.toHaveProperty('url');
   });
 
   it('refuses a cluster without nodes, a node with a database or no port, mixed schemes, and a zero retention; never echoing a URL', () => {
