@@ -57,7 +57,10 @@ export function createBroadcast(cfg: Config): Broadcast {
   // and subscribes again on every (re)connection: a SUBSCRIBE lost while Redis was
   // unreachable at start would otherwise leave this instance deaf to revocations.
   // On a Cluster, PUBLISH reaches every node and the client keeps one subscriber
-  // connection, moving it to another node when its node fails.
+  // connection, moving it to another node when its node fails. A message published
+  // while it moves can be missed: auth.keyCacheSeconds bounds that, as for any lost
+  // message. (Flushing the key cache on every node loss would send every key lookup
+  // to Redis during a failover, refusing keys whose slot is on the dead master.)
   const sub = newRedisClient(target, { connectTimeoutMs, failFast: false, client });
   pub.on('error', () => {});
   sub.on('error', () => {});
@@ -67,8 +70,6 @@ export function createBroadcast(cfg: Config): Broadcast {
     for (const [ch, ls] of listeners) sub.subscribe(ch).then(() => ls.forEach((l) => l(null)), () => {});
   };
   sub.on('ready', subscribeAll);
-  // A Cluster node left: the subscription may have moved with a gap in between.
-  sub.on('-node', () => listeners.forEach((ls) => ls.forEach((l) => l(null))));
   return {
     async publish(topic, message) {
       await pub.publish(channel(topic), message);
