@@ -77,7 +77,8 @@ describe('Redis Cluster failover', () => {
       await sleep(250);
       b = await books(gw.admin, gw.tenantId);
     }
-    expect(missing(), `${missing()} of ${answered.length} answers unsettled`).toBe(0);
+    const failures = () => gw.stack.process('sidecar').lines.filter((l) => l.includes('ledger write failed')).slice(-10).join('\n');
+    expect(missing(), `${missing()} of ${answered.length} answers unsettled; the sidecar said:\n${failures()}`).toBe(0);
     const check = reconciles(b, 0);
     expect(check.ok, check.detail).toBe(true);
     expect(b.usage.filter((u) => answered.some((r) => r.json.id === u.requestId))).toHaveLength(answered.length);

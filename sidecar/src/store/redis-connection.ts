@@ -21,6 +21,11 @@ const UNAVAILABLE_REPLIES = new Set([
   'MASTERDOWN',
   'CLUSTERDOWN',
   'TRYAGAIN',
+  // A Cluster slot served elsewhere (a failover or a resharding): the command did not
+  // run. The client follows these itself for single commands; a pipeline (a settlement
+  // followed by WAIT) surfaces them.
+  'MOVED',
+  'ASK',
   'MISCONF',
   'OOM',
   'NOREPLICAS',
