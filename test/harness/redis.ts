@@ -34,7 +34,7 @@ const START_TIMEOUT_MS = 10_000;
 const START_ATTEMPTS = 5;
 
 
-function findRedisServer(): string {
+export function findRedisServer(): string {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (dir === '') continue;
     const candidate = join(dir, 'redis-server');
@@ -51,11 +51,11 @@ function findRedisServer(): string {
   );
 }
 
-function exited(child: ChildProcess): boolean {
+export function exited(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null;
 }
 
-function waitExit(child: ChildProcess): Promise<void> {
+export function waitExit(child: ChildProcess): Promise<void> {
   if (exited(child)) return Promise.resolve();
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
@@ -83,7 +83,7 @@ function pingOnce(port: number, timeoutMs: number): Promise<boolean> {
   });
 }
 
-class Instance {
+export class Instance {
   readonly output: string[] = [];
   constructor(readonly child: ChildProcess) {
     const keep = (chunk: Buffer): void => {
@@ -116,6 +116,8 @@ export interface RedisStartOptions {
   readonly user?: { readonly name: string; readonly password: string };
   /** Keeps its data across restarts (append-only file, fsync on every write). */
   readonly persistent?: boolean;
+  /** More redis-server arguments (e.g. cluster mode). */
+  readonly extraArgs?: readonly string[];
 }
 
 function portArgs(port: number, tls: RedisTlsOptions | undefined): string[] {
@@ -124,7 +126,7 @@ function portArgs(port: number, tls: RedisTlsOptions | undefined): string[] {
     '--tls-ca-cert-file', tls.caFile, '--tls-auth-clients', tls.requireClientCert ? 'yes' : 'no'];
 }
 
-function spawnRedis(bin: string, port: number, dir: string, opts: RedisStartOptions = {}): Instance {
+export function spawnRedis(bin: string, port: number, dir: string, opts: RedisStartOptions = {}): Instance {
   const child = spawn(
     bin,
     [
@@ -137,6 +139,7 @@ function spawnRedis(bin: string, port: number, dir: string, opts: RedisStartOpti
       ...(opts.persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']),
       '--daemonize', 'no',
       '--dir', dir,
+      ...(opts.extraArgs ?? []),
     ],
     { stdio: [opts.user ? 'pipe' : 'ignore', 'pipe', 'pipe'] },
   );
@@ -150,7 +153,7 @@ function spawnRedis(bin: string, port: number, dir: string, opts: RedisStartOpti
  * "Ready to accept connections" line); throws (after killing it) if the
  * process exits or never answers.
  */
-async function waitReady(instance: Instance, port: number, plainPing = true): Promise<void> {
+export async function waitReady(instance: Instance, port: number, plainPing = true): Promise<void> {
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (exited(instance.child)) {

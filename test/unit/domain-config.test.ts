@@ -99,6 +99,12 @@ describe('environment overrides', () => {
     ['UPSTREAM_API_KEY_FILE', '/run/secrets/k', (c) => c.upstream.apiKeyFile, '/run/secrets/k'],
     ['ACCOUNT_SERVICE_URL', 'https://acct.example.com', (c) => c.accountService.url, 'https://acct.example.com'],
     ['REDIS_URL', 'redis://r:6379/0', (c) => c.store, expect.objectContaining({ kind: 'redis', url: 'redis://r:6379/0' })],
+    [
+      'REDIS_CLUSTER_NODES',
+      'redis://a:7000, redis://b:7001',
+      (c) => c.store,
+      expect.objectContaining({ kind: 'redis-cluster', nodes: ['redis://a:7000', 'redis://b:7001'], replicaAcks: 0 }),
+    ],
     ['LOG_LEVEL', 'error', (c) => c.log.level, 'error'],
     ['IDENTITY_JWKS_FILE', '/etc/jwks.json', (c) => c.identity.jwksFile, '/etc/jwks.json'],
     ['IDENTITY_JWKS_URL', 'https://id.example.com/jwks', (c) => c.identity.jwksUrl, 'https://id.example.com/jwks'],
@@ -111,6 +117,42 @@ describe('environment overrides', () => {
   it('empty variables are ignored; a bad port is a problem', () => {
     expect(loadConfig({ env: { GATEWAY_PORT: '', LOG_LEVEL: '' } }).listen.gateway.port).toBe(8080);
     expect(problemsOf(() => loadConfig({ env: { ADMIN_PORT: '70000' } }))).toEqual(['ADMIN_PORT: must be a port number']);
+  });
+});
+
+describe('store and retention', () => {
+  it('a Redis Cluster store takes seed nodes, replica acknowledgements and a retention', () => {
+    const path = file(
+      'store:\n  kind: redis-cluster\n  nodes: [redis://a:7000, redis://b:7001]\n  replicaAcks: 1\nretention:\n  usageRecordDays: 30\n',
+    );
+    const cfg = loadConfig({ path, env: {} });
+    expect(cfg.store).toMatchObject({ kind: 'redis-cluster', nodes: ['redis://a:7000', 'redis://b:7001'], replicaAcks: 1 });
+    expect(cfg.retention).toEqual({ usageRecordDays: 30, ledgerDays: 400 });
+  });
+
+  it('REDIS_URL over a Cluster file (and REDIS_CLUSTER_NODES over a single-Redis file) switches the store and keeps the access settings', () => {
+    const cluster = file('store:\n  kind: redis-cluster\n  nodes: [redis://a:7000]\n  replicaAcks: 1\n  username: gw\n');
+    expect(loadConfig({ path: cluster, env: { REDIS_URL: 'redis://r:6379' } }).store).toMatchObject({ kind: 'redis', url: 'redis://r:6379', username: 'gw' });
+    const single = file('store:\n  kind: redis\n  url: redis://r:6379\n  username: gw\n');
+    const cfg = loadConfig({ path: single, env: { REDIS_CLUSTER_NODES: 'redis://a:7000,redis://b:7001' } });
+    expect(cfg.store).toMatchObject({ kind: 'redis-cluster', nodes: ['redis://a:7000', 'redis://b:7001'], username: 'gw' });
+    expect(cfg.store).not.toHaveProperty('url');
+  });
+
+  it('refuses a cluster without nodes, a node with a database or no port, mixed schemes, and a zero retention; never echoing a URL', () => {
+    const secret = 'redis://user:hunter2@a:7000/3';
+    const cases: Array<[string, string]> = [
+      ['store:\n  kind: redis-cluster\n  nodes: []\n', 'store.nodes'],
+      [`store:\n  kind: redis-cluster\n  nodes: [${secret}]\n`, 'store.nodes.0'],
+      ['store:\n  kind: redis-cluster\n  nodes: [redis://a]\n', 'store.nodes.0'],
+      ['store:\n  kind: redis-cluster\n  nodes: [redis://a:1, rediss://b:2]\n', 'store.nodes'],
+      ['retention:\n  ledgerDays: 0\n', 'retention.ledgerDays'],
+    ];
+    for (const [yaml, where] of cases) {
+      const problems = problemsOf(() => loadConfig({ path: file(yaml), env: {} }));
+      expect(problems.some((p) => p.startsWith(`${where}:`)), `${yaml} → ${problems.join('; ')}`).toBe(true);
+      expect(problems.join(' ')).not.toContain('hunter2');
+    }
   });
 });
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../sidecar/src/config/schema.js';
 import { createKeyEvents, type KeyEvents } from '../../sidecar/src/store/key-events.js';
 import { type RedisServer, startRedis } from '../harness/redis.js';
+import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster.js';
 
 /** Revocation messages between instances, over a real redis-server. */
 let redis: RedisServer;
@@ -54,6 +55,31 @@ describe('key events (Redis pub/sub)', () => {
       await redis.restart();
       expect(await delivered(publisher, seen, 'hash-after-restart')).toBe(true);
       expect(seen.filter((h) => h === null).length).toBeGreaterThan(gapsBefore);
+    } finally {
+      await listener.close();
+      await publisher.close();
+    }
+  });
+});
+
+describe('key events on a Redis Cluster', () => {
+  let cluster: RedisCluster;
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('a revocation published through one node reaches a subscriber connected to the cluster', async () => {
+    const clusterEvents = () => createKeyEvents({ brand: 'svc', store: { kind: 'redis-cluster', nodes: cluster.urls } } as unknown as Config);
+    const listener = clusterEvents();
+    const publisher = clusterEvents();
+    const seen: Array<string | null> = [];
+    listener.subscribe((h) => seen.push(h));
+    try {
+      expect(await delivered(publisher, seen, 'hash-on-cluster')).toBe(true);
+      expect(seen).toContain(null);
     } finally {
       await listener.close();
       await publisher.close();

@@ -11,6 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
 import {
@@ -28,6 +29,7 @@ import {
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 import { createRedisLedger } from '../../sidecar/src/store/redis-ledger.js';
 import { type RedisServer, startRedis } from '../harness/redis.js';
+import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster.js';
 
 // ---------------------------------------------------------------- fixtures
 
@@ -1229,5 +1231,115 @@ describe('redis', () => {
 
   describeLedgerContract('redis', () => createRedisLedger({ url: server.url, prefix: uniquePrefix() }), {
     propertyRuns: 30,
+  });
+
+  describe('retention and the hold index', () => {
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    let raw: Redis;
+    beforeAll(() => {
+      raw = new Redis(server.url);
+    });
+    afterAll(() => raw?.disconnect());
+
+    it('trims usage records and ledger entries older than the retention as new ones are written', async () => {
+      const prefix = uniquePrefix();
+      const usage = `${prefix}:usage:{${T}}`;
+      const entries = `${prefix}:ledger:{${T}}`;
+      const ledger = createRedisLedger({ url: server.url, prefix, retention: { usageRecordMs: 1_000, ledgerMs: 1_000 } });
+      try {
+        // 250 entries span whole stream nodes (100 entries each by default): approximate trimming drops those.
+        for (let i = 0; i < 250; i++) await ledger.settle(settleInput(rid(), 1, { creditCheck: false }));
+        await sleep(600);
+        await ledger.settle(settleInput(rid(), 1, { creditCheck: false })); // keeps the streams alive
+        await sleep(600);
+        expect(await raw.xlen(usage)).toBe(251);
+        expect(await raw.xlen(entries)).toBe(251);
+        const last = rid();
+        await ledger.settle(settleInput(last, 1, { creditCheck: false }));
+        // The first 200 (two full nodes) are older than the retention now.
+        expect(await raw.xlen(usage)).toBeLessThanOrEqual(52);
+        expect(await raw.xlen(entries)).toBeLessThanOrEqual(52);
+        expect((await ledger.usageRecords(T, 1))[0]?.requestId).toBe(last);
+        // A stream nobody writes to expires after the retention.
+        expect(await raw.pttl(usage)).toBeGreaterThan(0);
+        expect(await raw.pttl(usage)).toBeLessThanOrEqual(1_000);
+        await sleep(1_100);
+        expect(await raw.exists(usage, entries)).toBe(0);
+        // The balance is not a stream: it stays.
+        expect((await ledger.account(T, PERIOD)).balance).toBe(-252);
+      } finally {
+        await ledger.close();
+      }
+    });
+
+    it('grants and deducts are trimmed by the ledger retention too', async () => {
+      const prefix = uniquePrefix();
+      const ledger = createRedisLedger({ url: server.url, prefix, retention: { usageRecordMs: 60_000, ledgerMs: 60_000 } });
+      try {
+        await grant(ledger, 1_000);
+        expect(await raw.pttl(`${prefix}:ledger:{${T}}`)).toBeGreaterThan(50_000);
+        expect(await raw.pttl(`${prefix}:ledger:{${T}}`)).toBeLessThanOrEqual(60_000);
+      } finally {
+        await ledger.close();
+      }
+    });
+
+    it('finds tenants with holds through an index (no SCAN) and drops entries that ran out with no hold left', async () => {
+      const prefix = uniquePrefix();
+      const ledger = createRedisLedger({ url: server.url, prefix });
+      try {
+        await grant(ledger, 1_000, 'ten_x');
+        const r = rid();
+        await ledger.reserve(reserveInput(r, { tenantId: 'ten_x', now: Date.now() }));
+        expect(await raw.zrange(`${prefix}:holding`, '0', '-1')).toEqual(['ten_x']);
+        expect(await ledger.tenantsWithHolds()).toEqual(['ten_x']);
+        await ledger.release('ten_x', r);
+        // Released, but the indexed deadline is still ahead: kept (a reserve may be on its way).
+        expect(await ledger.tenantsWithHolds()).toEqual([]);
+        expect(await raw.zrange(`${prefix}:holding`, '0', '-1')).toEqual(['ten_x']);
+        // Past the deadline with no hold: dropped.
+        expect(await ledger.reserve(reserveInput(rid(), { tenantId: 'ten_y', now: NOW, creditCheck: false }))).toEqual(OK);
+        await raw.zadd(`${prefix}:holding`, NOW, 'ten_x');
+        expect(await ledger.tenantsWithHolds()).toEqual(['ten_y']);
+        expect(await raw.zrange(`${prefix}:holding`, '0', '-1')).toEqual(['ten_y']);
+      } finally {
+        await ledger.close();
+      }
+    });
+  });
+});
+
+// ---------------------------------------------------------------- redis cluster
+
+describe('redis cluster', () => {
+  let cluster: RedisCluster;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster();
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  describeLedgerContract('redis cluster', () => createRedisLedger({ clusterNodes: cluster.urls, prefix: uniquePrefix() }), {
+    propertyRuns: 30,
+  });
+
+  it('a settlement no replica acknowledged is reported unavailable (so the journal retries it) and a retry applies it once', async () => {
+    // This cluster has no replicas: WAIT 1 can never be satisfied.
+    const ledger = createRedisLedger({ clusterNodes: cluster.urls, prefix: uniquePrefix(), replicaAcks: 1 });
+    const plain = createRedisLedger({ clusterNodes: cluster.urls, prefix: uniquePrefix() });
+    try {
+      const r = rid();
+      await expect(ledger.settle(settleInput(r, 5, { creditCheck: false }))).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(ledger.settle(settleInput(r, 5, { creditCheck: false }))).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect((await ledger.usageRecords(T, 10)).map((u) => u.requestId)).toEqual([r]);
+      expect((await ledger.account(T, PERIOD)).balance).toBe(-5);
+      // Without the requirement the same call succeeds.
+      expect((await plain.settle(settleInput(rid(), 5, { creditCheck: false }))).applied).toBe(true);
+    } finally {
+      await ledger.close();
+      await plain.close();
+    }
   });
 });

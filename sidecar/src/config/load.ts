@@ -62,10 +62,17 @@ function applyEnv(raw: Plain, env: Env, problems: string[]): void {
   str('LOG_LEVEL', ['log', 'level']);
   str('IDENTITY_JWKS_FILE', ['identity', 'jwksFile']);
   str('IDENTITY_JWKS_URL', ['identity', 'jwksUrl']);
-  if (env.REDIS_URL) {
-    // Switches to Redis; the file's other store settings (TLS, user, password source) stay.
-    setPath(raw, ['store', 'kind'], 'redis');
-    setPath(raw, ['store', 'url'], env.REDIS_URL);
+  // Switches to Redis (REDIS_URL) or a Redis Cluster (REDIS_CLUSTER_NODES: comma-separated
+  // seed URLs; wins); the file's other store settings (TLS, user, password source) stay.
+  const switchStore = (kind: string, field: string, value: unknown, drop: readonly string[]) => {
+    setPath(raw, ['store', 'kind'], kind);
+    setPath(raw, ['store', field], value);
+    for (const f of drop) delete (raw.store as Plain)[f];
+  };
+  if (env.REDIS_URL) switchStore('redis', 'url', env.REDIS_URL, ['nodes', 'replicaAcks']);
+  if (env.REDIS_CLUSTER_NODES) {
+    const nodes = env.REDIS_CLUSTER_NODES.split(',').map((u) => u.trim()).filter((u) => u !== '');
+    switchStore('redis-cluster', 'nodes', nodes, ['url']);
   }
 }
 

@@ -83,6 +83,20 @@ export const BillingSchema = z
   })
   .strict();
 
+const RedisUrl = z.string().regex(/^rediss?:\/\//, 'redis:// or rediss:// URL');
+
+/** How the sidecar authenticates to Redis (one server or every Cluster node). */
+const RedisAccess = {
+  /** ACL user; null: the default user (or the one in the URL). */
+  username: z.string().min(1).nullable().default(null),
+  /** File holding the Redis password (wins over passwordEnv). */
+  passwordFile: z.string().min(1).nullable().default(null),
+  /** Environment variable holding the Redis password. */
+  passwordEnv: z.string().min(1).nullable().default('REDIS_PASSWORD'),
+  /** How a rediss:// server is verified (and a client certificate presented); on a Cluster, every node against the first seed's host name. */
+  tls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
+};
+
 export const ConfigSchema = z
   .object({
     brand: z.string().regex(/^[a-z][a-z0-9]{1,15}$/, 'lower-case letters and digits, 2-16 chars').default('svc'),
@@ -211,22 +225,40 @@ export const ConfigSchema = z
     store: z
       .discriminatedUnion('kind', [
         z.object({ kind: z.literal('memory') }).strict(),
+        z.object({ kind: z.literal('redis'), url: RedisUrl, ...RedisAccess }).strict(),
+        /** A Redis Cluster: seed nodes (any of its masters or replicas; the client discovers the rest). */
         z
           .object({
-            kind: z.literal('redis'),
-            url: z.string().regex(/^rediss?:\/\//, 'redis:// or rediss:// URL'),
-            /** ACL user; null: the default user (or the one in the URL). */
-            username: z.string().min(1).nullable().default(null),
-            /** File holding the Redis password (wins over passwordEnv). */
-            passwordFile: z.string().min(1).nullable().default(null),
-            /** Environment variable holding the Redis password. */
-            passwordEnv: z.string().min(1).nullable().default('REDIS_PASSWORD'),
-            /** How a rediss:// server is verified (and a client certificate presented). */
-            tls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
+            kind: z.literal('redis-cluster'),
+            nodes: z
+              .array(RedisUrl.regex(/^rediss?:\/\/([^@/]*@)?[^/:@]+:\d+\/?$/, 'redis://[user:password@]host:port (no database: a Cluster has only database 0)'))
+              .min(1)
+              .max(64)
+              .refine((urls) => new Set(urls.map((u) => u.split(':', 1)[0])).size === 1, 'every node URL uses the same scheme'),
+            /**
+             * Replicas that must acknowledge a settlement or balance change (WAIT) before it
+             * counts as written; fewer and the settlement journal retries it. Set it to the
+             * replicas per master (1) so a master's death loses nothing; 0 without replicas.
+             */
+            replicaAcks: z.number().int().min(0).max(5).default(0),
+            ...RedisAccess,
           })
           .strict(),
       ])
       .default({ kind: 'memory' }),
+    /**
+     * How long usage records and ledger entries (the per-tenant Redis streams) are
+     * kept. Entries older than this are trimmed as new ones are written (whole stream
+     * nodes, so up to ~100 older entries may linger), and a stream nobody writes to
+     * for that long expires. Daily usage totals are kept 400 days regardless.
+     */
+    retention: z
+      .object({
+        usageRecordDays: z.number().int().min(1).max(3650).default(90),
+        ledgerDays: z.number().int().min(1).max(3650).default(400),
+      })
+      .strict()
+      .default({ usageRecordDays: 90, ledgerDays: 400 }),
     log: z
       .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .strict()

@@ -17,6 +17,7 @@ import type { Config } from '../config/schema.js';
 import type { Ledger } from './ledger-contract.js';
 import { redisClientOptions } from './redis-client-options.js';
 import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { storeTarget } from './target.js';
 
 export interface AutoTopupTrigger {
   /** Sets (and arms) the threshold, or clears it (null: auto top-up off). */
@@ -40,7 +41,7 @@ return 0`;
 
 export function createAutoTopupTrigger(cfg: Config, ledger: Ledger): AutoTopupTrigger {
   if (cfg.store.kind === 'memory') return memoryTrigger(ledger);
-  const { client, redis, close } = connectRedis(cfg.store.url, {
+  const { client, redis, close } = connectRedis(storeTarget(cfg.store), {
     connectTimeoutMs: DEFAULT_CONNECT_TIMEOUT_MS,
     commandTimeoutMs: DEFAULT_COMMAND_TIMEOUT_MS,
     client: redisClientOptions(cfg.store),

@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
-import { Redis } from 'ioredis';
 import type { Config } from '../config/schema.js';
 import { redisClientOptions } from './redis-client-options.js';
+import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS, newRedisClient } from './redis-connection.js';
+import { storeTarget } from './target.js';
 
 /**
  * Messages between gateway instances on named topics: "this key changed" (a
@@ -48,13 +49,19 @@ export function createBroadcast(cfg: Config): Broadcast {
     };
   }
   const channel = (topic: string) => `${cfg.brand}:${topic}`;
-  const retryStrategy = (n: number) => Math.min(50 * 2 ** n, 1000);
+  const target = storeTarget(cfg.store);
+  const connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS;
   const client = redisClientOptions(cfg.store);
-  const pub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: 1, retryStrategy });
+  const pub = newRedisClient(target, { connectTimeoutMs, commandTimeoutMs: DEFAULT_COMMAND_TIMEOUT_MS, failFast: false, client });
   // The subscriber waits for Redis however long it takes (no per-command retry limit)
   // and subscribes again on every (re)connection: a SUBSCRIBE lost while Redis was
   // unreachable at start would otherwise leave this instance deaf to revocations.
-  const sub = new Redis(cfg.store.url, { ...client, maxRetriesPerRequest: null, retryStrategy });
+  // On a Cluster, PUBLISH reaches every node and the client keeps one subscriber
+  // connection, moving it to another node when its node fails. A message published
+  // while it moves can be missed: auth.keyCacheSeconds bounds that, as for any lost
+  // message. (Flushing the key cache on every node loss would send every key lookup
+  // to Redis during a failover, refusing keys whose slot is on the dead master.)
+  const sub = newRedisClient(target, { connectTimeoutMs, failFast: false, client });
   pub.on('error', () => {});
   sub.on('error', () => {});
   const listeners = new Map<string, Array<(message: string | null) => void>>();

@@ -12,7 +12,7 @@
  * Role changes and removals run as one script over the members hash, so
  * "a workspace always keeps an owner" holds under concurrent changes.
  */
-import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { type RedisTarget, connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import type { RedisClientOptions } from './redis-client-options.js';
 import type { AccountStore, AutoTopup, CreditTier, IdempotencyRecord, Member, MemberChange, SavedCard } from './account-contract.js';
 
@@ -40,8 +40,8 @@ if cur and cur ~= 'removed' then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1`;
 
-export function createRedisAccountStore(opts: { url: string; prefix: string; client?: RedisClientOptions }): AccountStore {
-  const { client, redis, close } = connectRedis(opts.url, { connectTimeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, commandTimeoutMs: DEFAULT_COMMAND_TIMEOUT_MS, client: opts.client });
+export function createRedisAccountStore(opts: RedisTarget & { prefix: string; client?: RedisClientOptions }): AccountStore {
+  const { client, redis, close } = connectRedis(opts, { connectTimeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, commandTimeoutMs: DEFAULT_COMMAND_TIMEOUT_MS, client: opts.client });
   const p = opts.prefix;
   const k = {
     members: (w: string) => `${p}:ws:{${enc(w)}}:members`,

@@ -3,7 +3,7 @@ import { nodeTlsOptions } from '../adapters/outbound-tls.js';
 import { readSecret } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 
-type RedisStoreConfig = Extract<Config['store'], { kind: 'redis' }>;
+type RedisStoreConfig = Exclude<Config['store'], { kind: 'memory' }>;
 
 /** What every Redis connection of the sidecar adds to its URL: ACL user, password, TLS. */
 export type RedisClientOptions = Pick<RedisOptions, 'username' | 'password' | 'tls'>;
@@ -19,7 +19,8 @@ export function redisClientOptions(store: RedisStoreConfig, env: Readonly<Record
   if (store.username) out.username = store.username;
   const password = readSecret({ file: store.passwordFile, env: store.passwordEnv }, env, 'store.passwordFile');
   if (password !== undefined) out.password = password;
-  const url = new URL(store.url);
+  // A Cluster's nodes share one TLS setting, verified against the first seed's host name.
+  const url = new URL(store.kind === 'redis' ? store.url : (store.nodes[0] as string));
   if (url.protocol === 'rediss:') out.tls = nodeTlsOptions(store.tls, url.hostname, 'store.tls');
   return out;
 }

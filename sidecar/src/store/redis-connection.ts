@@ -1,4 +1,4 @@
-import { Redis, ReplyError } from 'ioredis';
+import { Cluster, Redis, ReplyError } from 'ioredis';
 import { StoreUnavailableError } from './contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
 
@@ -21,6 +21,11 @@ const UNAVAILABLE_REPLIES = new Set([
   'MASTERDOWN',
   'CLUSTERDOWN',
   'TRYAGAIN',
+  // A Cluster slot served elsewhere (a failover or a resharding): the command did not
+  // run. The client follows these itself for single commands; a pipeline (a settlement
+  // followed by WAIT) surfaces them.
+  'MOVED',
+  'ASK',
   'MISCONF',
   'OOM',
   'NOREPLICAS',
@@ -47,27 +52,75 @@ export function toStoreError(err: unknown): unknown {
 }
 
 
+/**
+ * Where the store lives: one Redis (a redis:// or rediss:// URL) or a Redis
+ * Cluster (seed node URLs; the client discovers the rest and follows
+ * MOVED/ASK redirections and failovers).
+ */
+export type RedisTarget = { readonly url: string; readonly clusterNodes?: undefined } | { readonly clusterNodes: readonly string[]; readonly url?: undefined };
+
+/** The client for a target: a single-node connection or ioredis's Cluster client. */
+export type RedisClient = Redis | Cluster;
+
+const reconnectDelay = (times: number): number => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(Math.max(times, 1) - 1, 10), RECONNECT_MAX_MS);
+
+/**
+ * A new client for the target. `failFast`: the store's policy (no offline
+ * queue, at most one retry, no resend after a reconnect, per-command timeout);
+ * without it (the pub/sub subscriber) commands wait for the connection.
+ */
+export function newRedisClient(
+  target: RedisTarget,
+  opts: { connectTimeoutMs: number; commandTimeoutMs?: number; failFast: boolean; client?: RedisClientOptions | undefined },
+): RedisClient {
+  const nodeOptions = {
+    ...opts.client,
+    connectTimeout: opts.connectTimeoutMs,
+    ...(opts.commandTimeoutMs !== undefined ? { commandTimeout: opts.commandTimeoutMs } : {}),
+    maxRetriesPerRequest: opts.failFast ? 1 : null,
+    autoResendUnfulfilledCommands: !opts.failFast,
+  };
+  if (target.clusterNodes === undefined) {
+    return new Redis(target.url, { ...nodeOptions, enableOfflineQueue: !opts.failFast, lazyConnect: false, retryStrategy: reconnectDelay });
+  }
+  const seeds = target.clusterNodes.map((url) => {
+    const u = new URL(url);
+    return { host: u.hostname, port: Number(u.port || 6379) };
+  });
+  const first = new URL(target.clusterNodes[0] ?? 'redis://127.0.0.1:6379');
+  return new Cluster(seeds, {
+    enableOfflineQueue: !opts.failFast,
+    clusterRetryStrategy: reconnectDelay,
+    // A failover shows up as refused connections, CLUSTERDOWN and MOVED; one short retry
+    // each, then the command fails (fail closed) and the caller's own retry (the
+    // settlement journal) takes over.
+    retryDelayOnFailover: RECONNECT_BASE_MS,
+    retryDelayOnClusterDown: RECONNECT_BASE_MS,
+    retryDelayOnTryAgain: RECONNECT_BASE_MS,
+    maxRedirections: 4,
+    slotsRefreshTimeout: opts.connectTimeoutMs,
+    redisOptions: {
+      // Credentials in the first seed's URL, unless the store's client options (ACL user, password, TLS) say otherwise.
+      ...(first.username ? { username: decodeURIComponent(first.username) } : {}),
+      ...(first.password ? { password: decodeURIComponent(first.password) } : {}),
+      ...(first.protocol === 'rediss:' ? { tls: {} } : {}),
+      ...nodeOptions,
+    },
+  });
+}
+
 export interface RedisConnection {
-  readonly client: Redis;
+  readonly client: RedisClient;
   /** Runs Redis commands, mapping client/connection failures to contract errors. */
   redis<T>(op: () => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
 export function connectRedis(
-  url: string,
+  target: RedisTarget,
   opts: { connectTimeoutMs: number; commandTimeoutMs: number; client?: RedisClientOptions | undefined },
 ): RedisConnection {
-  const client = new Redis(url, {
-    ...opts.client,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    autoResendUnfulfilledCommands: false,
-    connectTimeout: opts.connectTimeoutMs,
-    commandTimeout: opts.commandTimeoutMs,
-    lazyConnect: false,
-    retryStrategy: (times) => Math.min(RECONNECT_BASE_MS * 2 ** Math.min(times - 1, 10), RECONNECT_MAX_MS),
-  });
+  const client = newRedisClient(target, { ...opts, failFast: true });
   // Connection errors are reported through the commands that fail; without a
   // listener ioredis would print "Unhandled error event" for each attempt.
   client.on('error', () => {});

@@ -1,10 +1,9 @@
 /**
- * The money ledger on Redis. Every operation is one Lua script over one
- * tenant's keys, which share the hash tag `{<tenantId>}`, so each is atomic
- * and stays within one Cluster slot. Cluster mode itself is not wired up yet:
- * the client is a single-node connection and tenantsWithHolds() SCANs one
- * node. Scripts check everything before their first write (Redis has no
- * rollback).
+ * The money ledger on Redis or a Redis Cluster. Every operation is one Lua
+ * script over one tenant's keys, which share the hash tag `{<tenantId>}`, so
+ * each is atomic and stays within one Cluster slot (RENEW and REAP build hold
+ * keys from an ARGV prefix carrying that same tag). Scripts check everything
+ * before their first write (Redis has no rollback).
  *
  *   <p>:acct:{t}               hash    balance, held, cap, spent:<period>
  *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires (end of the lease),
@@ -17,12 +16,17 @@
  *   <p>:rl:{t}:<scope>:<min>:r string  requests in that minute (expires after 2 min)
  *   <p>:rl:{t}:<scope>:<min>:t string  tokens in that minute
  *   <p>:idem:{t}:<key>         string  the ledger entry an idempotency key produced (30 days)
+ *   <p>:holding                zset    tenants that may have open holds, scored by the latest
+ *                                      deadline written for them (the reaper's index; no SCAN)
+ *
+ * Retention: the two streams are trimmed as they are written (XADD MINID ~,
+ * the cutoff from the server's clock via TIME) and expire when nothing is
+ * written to them for the retention period; day totals expire after 400 days.
  *
  * Idempotency: reserve answers "replay" when the hold exists; settle and
  * release look at the hold's state, so a command resent after a reconnect is
  * applied once. Settled holds are kept 7 days for that purpose.
  */
-import type { Redis } from 'ioredis';
 import {
   InsufficientBalanceError,
   type AccountState,
@@ -36,7 +40,8 @@ import {
   type UsageRecord,
 } from './ledger-contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
-import { connectRedis, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { StoreUnavailableError } from './contract.js';
+import { type RedisClient, type RedisTarget, connectRedis, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import { checkAdjust, checkListing, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
@@ -65,7 +70,17 @@ if rpm >= 0 then redis.call('INCR', KEYS[4]) redis.call('EXPIRE', KEYS[4], 120) 
 if tpm >= 0 then redis.call('INCRBY', KEYS[5], tokens) redis.call('EXPIRE', KEYS[5], 120) end
 return 1`;
 
-const SETTLE = `
+/** Lua: the oldest stream id to keep, given a retention in ms (the server's clock). */
+const CUTOFF = `
+local function cutoff(retentionMs)
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(retentionMs)
+  if ms < 0 then ms = 0 end
+  return string.format('%.0f', ms)
+end
+`;
+
+const SETTLE = CUTOFF + `
 local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'charged')
 if h[1] == 'settled' then return {0, tonumber(h[3] or '0'), 0} end
 local charge = tonumber(ARGV[2])
@@ -86,13 +101,15 @@ end
 if charged ~= 0 then
   local after = redis.call('HINCRBY', KEYS[1], 'balance', 0 - charged)
   redis.call('HINCRBY', KEYS[1], 'spent:' .. ARGV[4], charged)
-  redis.call('XADD', KEYS[4], '*', 'type', 'charge', 'amount', 0 - charged, 'balance_after', after, 'request_id', ARGV[1], 'time', ARGV[5])
+  redis.call('XADD', KEYS[4], 'MINID', '~', cutoff(ARGV[16]), '*', 'type', 'charge', 'amount', 0 - charged, 'balance_after', after, 'request_id', ARGV[1], 'time', ARGV[5])
+  redis.call('PEXPIRE', KEYS[4], ARGV[16])
 end
 redis.call('HSET', KEYS[2], 'state', 'settled', 'charged', charged, 'amount', holdAmt)
 redis.call('PEXPIRE', KEYS[2], 604800000)
 redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('XADD', KEYS[5], '*', 'time', ARGV[15], 'tenant', ARGV[6], 'key_id', ARGV[7], 'alias', ARGV[8], 'model', ARGV[9],
+redis.call('XADD', KEYS[5], 'MINID', '~', cutoff(ARGV[17]), '*', 'time', ARGV[15], 'tenant', ARGV[6], 'key_id', ARGV[7], 'alias', ARGV[8], 'model', ARGV[9],
   'prompt', ARGV[10], 'completion', ARGV[11], 'total', ARGV[12], 'requests', ARGV[13], 'request_id', ARGV[1], 'cost', charged, 'estimated', ARGV[14])
+redis.call('PEXPIRE', KEYS[5], ARGV[17])
 redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|prompt', ARGV[10])
 redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|completion', ARGV[11])
 redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|requests', ARGV[13])
@@ -162,7 +179,7 @@ for _, rid in ipairs(rids) do
 end
 return n`;
 
-const ADJUST = `
+const ADJUST = CUTOFF + `
 local prev = redis.call('GET', KEYS[2])
 if prev then return 'R|' .. prev end
 local amount = tonumber(ARGV[1])
@@ -171,23 +188,28 @@ if amount < 0 and balance + amount < 0 then return 'INSUFFICIENT' end
 local after = redis.call('HINCRBY', KEYS[1], 'balance', amount)
 local t = 'grant'
 if amount < 0 then t = 'deduct' end
-local id = redis.call('XADD', KEYS[3], '*', 'type', t, 'amount', amount, 'balance_after', after, 'reason', ARGV[2], 'time', ARGV[3])
+local id = redis.call('XADD', KEYS[3], 'MINID', '~', cutoff(ARGV[4]), '*', 'type', t, 'amount', amount, 'balance_after', after, 'reason', ARGV[2], 'time', ARGV[3])
 local entry = id .. '|' .. t .. '|' .. string.format('%.0f', amount) .. '|' .. string.format('%.0f', after) .. '|' .. ARGV[3]
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('SET', KEYS[2], entry, 'EX', 2592000)
 return entry`;
 
+/** Drop ARGV[1] from the hold index KEYS[1] only if its score is still ARGV[2] (no reserve re-indexed it meanwhile). */
+const UNINDEX = `
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0`;
+
 type Scripts = {
   reserve: (...args: (string | number)[]) => Promise<number>;
-  settle: (...args: (string | number)[]) => Promise<[number, number, number]>;
   release: (...args: (string | number)[]) => Promise<number>;
   reap: (...args: (string | number)[]) => Promise<number>;
   claim: (...args: (string | number)[]) => Promise<number>;
   renew: (...args: (string | number)[]) => Promise<number>;
   releaseUnclaimed: (...args: (string | number)[]) => Promise<number>;
-  adjust: (...args: (string | number)[]) => Promise<string>;
+  unindex: (...args: (string | number)[]) => Promise<number>;
 };
 
-function defineScripts(client: Redis): Scripts {
+function defineScripts(client: RedisClient): Scripts {
   const define = (name: string, numberOfKeys: number, lua: string) => client.defineCommand(`svc_${name}`, { numberOfKeys, lua });
   define('reserve', 5, RESERVE);
   define('settle', 6, SETTLE);
@@ -197,16 +219,16 @@ function defineScripts(client: Redis): Scripts {
   define('claim', 1, CLAIM);
   define('renew', 1, RENEW);
   define('release_unclaimed', 3, RELEASE_UNCLAIMED);
+  define('unindex', 1, UNINDEX);
   const c = client as unknown as Record<string, (...args: (string | number)[]) => Promise<unknown>>;
   return {
     reserve: (...a) => c.svc_reserve!(...a) as Promise<number>,
-    settle: (...a) => c.svc_settle!(...a) as Promise<[number, number, number]>,
     release: (...a) => c.svc_release!(...a) as Promise<number>,
     reap: (...a) => c.svc_reap!(...a) as Promise<number>,
-    adjust: (...a) => c.svc_adjust!(...a) as Promise<string>,
     claim: (...a) => c.svc_claim!(...a) as Promise<number>,
     renew: (...a) => c.svc_renew!(...a) as Promise<number>,
     releaseUnclaimed: (...a) => c.svc_release_unclaimed!(...a) as Promise<number>,
+    unindex: (...a) => c.svc_unindex!(...a) as Promise<number>,
   };
 }
 
@@ -218,17 +240,47 @@ const fields = (flat: string[]): Record<string, string> => {
 const num = (v: string | undefined | null): number => (v ? Number(v) : 0);
 const streamTime = (id: string): string => new Date(Number(id.split('-')[0])).toISOString();
 
-export interface RedisLedgerOptions {
-  readonly url: string;
+const DAY_MS = 86_400_000;
+
+/** How long stream entries are kept, in milliseconds (tests use short ones). */
+export interface StreamRetention {
+  readonly usageRecordMs: number;
+  readonly ledgerMs: number;
+}
+
+/** The config's retention (days) in milliseconds. */
+export function retentionFromDays(r: { usageRecordDays: number; ledgerDays: number }): StreamRetention {
+  return { usageRecordMs: r.usageRecordDays * DAY_MS, ledgerMs: r.ledgerDays * DAY_MS };
+}
+
+export type RedisLedgerOptions = RedisTarget & {
   readonly prefix: string;
   readonly connectTimeoutMs?: number;
   readonly commandTimeoutMs?: number;
   /** ACL user, password and TLS (redisClientOptions). */
   readonly client?: RedisClientOptions;
-}
+  /** Default: usage records 90 days, ledger entries 400 days. */
+  readonly retention?: StreamRetention;
+  /**
+   * Replicas that must hold a settlement or a balance change before it counts
+   * as written (Redis WAIT after the script, same connection). Fewer within
+   * REPLICA_WAIT_MS: StoreUnavailableError, so the settlement journal retries
+   * it (settle is idempotent), and a master that dies before its replica has the
+   * write loses nothing. Default 0 (no replicas).
+   */
+  readonly replicaAcks?: number;
+};
+
+const REPLICA_WAIT_MS = 500;
 
 export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
-  const { client, redis, close } = connectRedis(opts.url, {
+  const retention = opts.retention ?? retentionFromDays({ usageRecordDays: 90, ledgerDays: 400 });
+  for (const ms of [retention.usageRecordMs, retention.ledgerMs]) {
+    if (!Number.isSafeInteger(ms) || ms <= 0) throw new TypeError('retention must be a positive whole number of milliseconds');
+  }
+  const replicaAcks = opts.replicaAcks ?? 0;
+  if (!Number.isSafeInteger(replicaAcks) || replicaAcks < 0) throw new TypeError('replicaAcks must be a whole number >= 0');
+  const { client, redis, close } = connectRedis(opts, {
     connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
     client: opts.client,
@@ -246,7 +298,49 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     day: (t: string, day: string) => `${p}:usage:{${enc(t)}}:day:${day}`,
     rl: (t: string, scope: string, minute: number, kind: 'r' | 't') => `${p}:rl:{${enc(t)}}:${enc(scope)}:${minute}:${kind}`,
     idem: (t: string, key: string) => `${p}:idem:{${enc(t)}}:${enc(key)}`,
+    holding: `${p}:holding`,
   };
+
+  /**
+   * The hold index: before a reserve's script runs, its tenant is in `holding`
+   * with a score at least the new hold's deadline (written again only once the
+   * score this instance wrote is less than half a hold ttl ahead, so a busy
+   * tenant costs one extra write per half ttl, not per request). An entry is
+   * dropped only when its score has passed and the tenant has no open hold, by
+   * compare-and-delete on the score, so a concurrent reserve keeps it.
+   */
+  /**
+   * Runs a money script and, when replicas must acknowledge, WAITs for them on
+   * the same node (a pipeline: the Cluster client sends both where the script's
+   * keys live).
+   */
+  async function replicated<T>(name: string, args: (string | number)[]): Promise<T> {
+    if (replicaAcks === 0) {
+      const c = client as unknown as Record<string, (...a: (string | number)[]) => Promise<T>>;
+      return redis(() => c[name]!(...args));
+    }
+    const pipe = client.pipeline() as unknown as Record<string, (...a: (string | number)[]) => unknown> & { wait(n: number, ms: number): unknown; exec(): Promise<Array<[Error | null, unknown]> | null> };
+    pipe[name]!(...args);
+    pipe.wait(replicaAcks, REPLICA_WAIT_MS);
+    const results = await redis(() => pipe.exec());
+    const [script, wait] = results ?? [];
+    if (!script || !wait) throw new StoreUnavailableError(new Error('pipeline returned nothing'));
+    if (script[0]) throw toStoreError(script[0]);
+    if (wait[0]) throw toStoreError(wait[0]);
+    if (Number(wait[1]) < replicaAcks) throw new StoreUnavailableError(new Error(`written, but on ${Number(wait[1])} of ${replicaAcks} replicas`));
+    return script[1] as T;
+  }
+
+  const indexedUntil = new Map<string, number>();
+  async function indexHolder(tenantId: string, now: number, holdTtlSeconds: number): Promise<void> {
+    const ttlMs = holdTtlSeconds * 1000;
+    const until = indexedUntil.get(tenantId);
+    if (until !== undefined && until - now >= ttlMs / 2) return;
+    const score = now + ttlMs;
+    await redis(() => client.zadd(k.holding, 'GT', score, tenantId));
+    if (indexedUntil.size > 100_000) indexedUntil.clear();
+    indexedUntil.set(tenantId, score);
+  }
 
   const toEntry = (id: string, f: Record<string, string>): LedgerEntry => ({
     id,
@@ -266,6 +360,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       const scope = input.limits?.scopeId ?? t;
       const rpm = input.limits?.requestsPerMinute ?? -1;
       const tpm = input.limits?.tokensPerMinute ?? -1;
+      await indexHolder(t, input.now, input.holdTtlSeconds);
       const r = await redis(() =>
         scripts.reserve(
           k.acct(t), k.hold(t, input.requestId), k.holds(t), k.rl(t, scope, input.minute, 'r'), k.rl(t, scope, input.minute, 't'),
@@ -282,14 +377,12 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       const input = checkSettle(raw);
       const t = input.tenantId;
       const u = input.usage;
-      const [applied, charged, uncovered] = await redis(() =>
-        scripts.settle(
+      const [applied, charged, uncovered] = await replicated<[number, number, number]>('svc_settle', [
           k.acct(t), k.hold(t, input.requestId), k.holds(t), k.ledger(t), k.usage(t), k.day(t, input.day),
           enc(input.requestId), input.charge, input.creditCheck ? '1' : '0', input.period, new Date(input.now).toISOString(),
           t, u.keyId ?? '', u.alias, u.internalModel, u.promptTokens, u.completionTokens, u.totalTokens, u.requestCount,
-          u.estimated ? '1' : '0', u.time,
-        ),
-      );
+          u.estimated ? '1' : '0', u.time, retention.ledgerMs, retention.usageRecordMs,
+      ]);
       return { applied: applied === 1, charged: Number(charged), uncovered: Number(uncovered) };
     },
 
@@ -327,20 +420,19 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     },
 
     async tenantsWithHolds() {
-      const found = new Set<string>();
-      await redis(async () => {
-        let cursor = '0';
-        do {
-          const [next, keys] = await client.scan(cursor, 'MATCH', `${p}:holds:{*}`, 'COUNT', 1000);
-          cursor = next;
-          for (const key of keys) {
-            if ((await client.zcard(key)) === 0) continue;
-            const m = /\{([^}]*)\}$/.exec(key);
-            if (m) found.add(decodeURIComponent(m[1] as string));
-          }
-        } while (cursor !== '0');
+      const flat = await redis(() => client.zrange(k.holding, '0', '-1', 'WITHSCORES'));
+      const entries: Array<[string, string]> = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) entries.push([flat[i] as string, flat[i + 1] as string]);
+      const counts = await redis(() => Promise.all(entries.map(([t]) => client.zcard(k.holds(t)))));
+      const now = Date.now();
+      const found: string[] = [];
+      const stale: Array<[string, string]> = [];
+      entries.forEach((entry, i) => {
+        if ((counts[i] ?? 0) > 0) found.push(entry[0]);
+        else if (Number(entry[1]) < now) stale.push(entry);
       });
-      return [...found];
+      await redis(() => Promise.all(stale.map(([t, score]) => scripts.unindex(k.holding, t, score))));
+      return found;
     },
 
     async account(tenantId, period): Promise<AccountState> {
@@ -353,7 +445,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
       checkAdjust(tenantId, amount, idempotencyKey, reason, now);
       const time = new Date(now).toISOString();
-      const r = await redis(() => scripts.adjust(k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time));
+      const r = await replicated<string>('svc_adjust', [k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time, retention.ledgerMs]);
       if (r === 'INSUFFICIENT') throw new InsufficientBalanceError();
       const replayed = String(r).startsWith('R|'); // the key was applied before: its first entry comes back
       const [id = '', type = 'grant', amt = '0', after = '0', at = time] = String(r).slice(replayed ? 2 : 0).split('|');

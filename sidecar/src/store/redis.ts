@@ -13,7 +13,8 @@
  *   <prefix>:tenant:{<tenantId>}:keys list  key ids, creation order (RPUSH)
  *   <prefix>:tenants                set     tenant ids
  *
- * Redis Cluster: no command or script touches more than one key, so nothing
+ * Redis Cluster (options `clusterNodes` instead of `url`: ioredis's Cluster
+ * client): no command or script touches more than one key, so nothing
  * depends on two keys sharing a slot. (A key's id and hash cannot share a hash
  * tag: each is looked up knowing only itself, so the only common tag would be
  * a global one, which would put the whole store on one shard.) The tenant
@@ -68,7 +69,7 @@
  * it (at most connectTimeoutMs), so a store used right after creation works.
  */
 import type { RedisClientOptions } from './redis-client-options.js';
-import { connectRedis, positive, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { type RedisTarget, connectRedis, positive, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 export { toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import {
   type KeyRecord,
@@ -90,9 +91,7 @@ import {
   tenantOrder,
 } from './records.js';
 
-export interface RedisStoreOptions {
-  /** redis:// or rediss:// URL. */
-  readonly url: string;
+export type RedisStoreOptions = RedisTarget & {
   /** Brand prefix for every key, e.g. "svc": letters, digits, `_`, `-`, `.`. */
   readonly prefix: string;
   /** Connect (TCP + handshake) timeout per attempt. Default 2000 ms. */
@@ -101,7 +100,7 @@ export interface RedisStoreOptions {
   readonly commandTimeoutMs?: number;
   /** ACL user, password and TLS (redisClientOptions). */
   readonly client?: RedisClientOptions;
-}
+};
 
 const REVOKE_ATTEMPTS = 16;
 
@@ -138,7 +137,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     tenants: `${p}:tenants`,
   };
 
-  const { client, redis, close } = connectRedis(opts.url, { connectTimeoutMs, commandTimeoutMs, client: opts.client });
+  const { client, redis, close } = connectRedis(opts, { connectTimeoutMs, commandTimeoutMs, client: opts.client });
 
   function decode<T>(key: string, raw: string, check: (value: unknown) => T | string): T {
     let parsed: unknown;
