@@ -1,12 +1,16 @@
+import { httpExchange, nodeTlsOptions, parseJsonBody } from '../../src/adapters/outbound-tls.js';
+import type { OutboundTls } from '../../src/config/outbound-tls.js';
 import { PaymentUnavailableError } from './provider.js';
 
 /**
  * The one HTTP client the account service uses to reach its payment provider.
- * Outbound TLS settings (CA bundle, minimum version, client certificate) are to
- * be wired here and nowhere else.
+ * An https:// provider is verified with `accountService.paymentsTls` (CA,
+ * host name, minimum version, client certificate), its files read here, once,
+ * at start; no redirect is followed; time and response size are bounded.
  */
 export interface PaymentHttpReply {
   readonly status: number;
+  /** The JSON body, or null when the body is not JSON. */
   readonly body: unknown;
 }
 
@@ -14,29 +18,33 @@ export interface PaymentHttp {
   request(method: 'GET' | 'POST', path: string, body?: unknown, headers?: Record<string, string>): Promise<PaymentHttpReply>;
 }
 
-export function createPaymentHttp(baseUrl: string, timeoutMs = 10_000): PaymentHttp {
+export interface PaymentHttpOptions {
+  readonly tls: OutboundTls;
+  readonly timeoutMs?: number;
+  readonly maxBytes?: number;
+}
+
+export function createPaymentHttp(baseUrl: string, opts: PaymentHttpOptions): PaymentHttp {
   const base = baseUrl.replace(/\/$/, '');
+  const tls = base.startsWith('https:') ? nodeTlsOptions(opts.tls, new URL(base).hostname, 'accountService.paymentsTls') : null;
   return {
     async request(method, path, body, headers = {}) {
-      let res: Response;
+      let reply;
       try {
-        res = await fetch(`${base}${path}`, {
+        reply = await httpExchange(`${base}${path}`, {
           method,
           headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
           body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(timeoutMs),
-          redirect: 'error',
+          tls,
+          timeoutMs: opts.timeoutMs ?? 10_000,
+          maxBytes: opts.maxBytes ?? 64 * 1024,
         });
       } catch (err) {
         throw new PaymentUnavailableError(err);
       }
-      let parsed: unknown = null;
-      try {
-        parsed = await res.json();
-      } catch {
-        parsed = null;
-      }
-      return { status: res.status, body: parsed };
+      // Redirects are not followed: the provider is reached at its configured URL or not at all.
+      if (reply.status >= 300 && reply.status < 400) throw new PaymentUnavailableError(new Error(`HTTP ${reply.status}`));
+      return { status: reply.status, body: parseJsonBody(reply.body) ?? null };
     },
   };
 }

@@ -52,31 +52,41 @@ export class FetchError extends Error {
   }
 }
 
+export interface HttpReply {
+  readonly status: number;
+  readonly body: Buffer;
+}
+
+export interface HttpRequestOptions {
+  readonly method?: 'GET' | 'POST';
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly body?: string;
+  /** Node TLS options (nodeTlsOptions) for an https: URL; null only for http:. */
+  readonly tls: ConnectionOptions | null;
+  readonly timeoutMs: number;
+  /** Largest response body read; above it the request fails (default 1 MiB). */
+  readonly maxBytes?: number;
+}
+
 /**
- * GET a JSON document over http: or https: (https verified with `tls`), no
- * redirects followed, bounded in time and size. Rejects with FetchError.
+ * One HTTP request over http: or https: (https verified with `tls`), no
+ * redirects followed (a 3xx is returned like any status), bounded in time and
+ * response size, no connection reuse. Resolves with any status; rejects with
+ * FetchError when no complete answer arrives.
  */
-export function fetchJson(
-  url: string,
-  opts: { tls: ConnectionOptions | null; timeoutMs: number; maxBytes?: number; headers?: Readonly<Record<string, string>> },
-): Promise<unknown> {
+export function httpExchange(url: string, opts: HttpRequestOptions): Promise<HttpReply> {
   const u = new URL(url);
   const maxBytes = opts.maxBytes ?? 1024 * 1024;
   return new Promise((resolve, reject) => {
     let settled = false;
-    const fail = (why: string, status: number | null = null) => {
+    const fail = (why: string) => {
       clearTimeout(deadline);
       if (settled) return;
       settled = true;
-      reject(new FetchError(why, status));
+      reject(new FetchError(why));
       req.destroy();
     };
     const onResponse = (res: IncomingMessage) => {
-      if (res.statusCode !== 200) {
-        res.resume();
-        fail(`HTTP ${res.statusCode ?? 0}`, res.statusCode ?? 0);
-        return;
-      }
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
@@ -87,27 +97,45 @@ export function fetchJson(
       res.on('error', (e) => fail(e.message));
       res.on('end', () => {
         if (settled) return;
-        let body: unknown;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        } catch {
-          fail('not JSON');
-          return;
-        }
         clearTimeout(deadline);
         settled = true;
-        resolve(body);
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) });
       });
     };
-    const common = { method: 'GET', headers: { accept: 'application/json', ...(opts.headers ?? {}) }, agent: false as const };
+    const headers = { ...(opts.headers ?? {}), ...(opts.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(opts.body)) }) };
+    const common = { method: opts.method ?? 'GET', headers, agent: false as const };
     const req =
       u.protocol === 'https:'
         ? httpsRequest(u, { ...common, ...(opts.tls ?? {}) }, onResponse)
         : httpRequest(u, common, onResponse);
     const deadline = setTimeout(() => fail('timed out'), opts.timeoutMs);
     req.on('error', (e) => fail((e as NodeJS.ErrnoException).code ?? e.message));
-    req.end();
+    req.end(opts.body);
   });
+}
+
+/** A body as JSON, or undefined when it is not JSON. */
+export function parseJsonBody(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * GET a JSON document over http: or https: (https verified with `tls`), no
+ * redirects followed, bounded in time and size. Rejects with FetchError.
+ */
+export async function fetchJson(
+  url: string,
+  opts: { tls: ConnectionOptions | null; timeoutMs: number; maxBytes?: number; headers?: Readonly<Record<string, string>> },
+): Promise<unknown> {
+  const reply = await httpExchange(url, { ...opts, headers: { accept: 'application/json', ...(opts.headers ?? {}) } });
+  if (reply.status !== 200) throw new FetchError(`HTTP ${reply.status}`, reply.status);
+  const body = parseJsonBody(reply.body);
+  if (body === undefined) throw new FetchError('not JSON');
+  return body;
 }
 
 /**

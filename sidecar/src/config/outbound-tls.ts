@@ -4,7 +4,7 @@ import { z } from 'zod';
 /**
  * How the project connects out over TLS, one shape for every outbound
  * connection: the provider (through Envoy), the identity provider's JWKS URL,
- * Redis (`rediss://`) and, later, the account service's payment provider.
+ * Redis (`rediss://`) and the account service's payment provider.
  *
  * The peer's certificate must chain to a trusted CA, be within its validity
  * period and name the host connected to (or `serverName`). There is no switch

@@ -131,6 +131,8 @@ export const ConfigSchema = z
         billingEnabled: z.boolean().default(false),
         /** Payment provider base URL (the bundled payment simulator locally); null: top-ups answer topup_not_configured. */
         paymentsUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
+        /** How an https:// paymentsUrl is verified (outbound TLS, docs/outbound-tls.md). */
+        paymentsTls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
         /** Credit tiers on offer until the operator sets others (operator CLI `tier set`). */
         tiers: z
           .array(z.object({ id: z.string().regex(/^[a-z0-9_-]{1,40}$/), amount: micro.positive(), label: z.string().max(80).default('') }).strict())
