@@ -36,7 +36,17 @@ const providerCalls = async () => (await gw.sim('/_sim/stats')).requestsByPath['
 describe('Redis Cluster failover', () => {
   it('a master killed mid-load: 503 credits_unavailable in the gap, no settlement lost, serves again after the promotion', async () => {
     const GRANT = 100_000_000;
-    await gw.admin.adjustCredits(gw.tenantId, GRANT, 'grant-failover', 'test');
+    // replicaAcks: 1 refuses a write no replica has taken yet; a replica of a new cluster may still be
+    // in its first sync, so the (idempotent) grant is retried until a replica acknowledges it.
+    for (let i = 0; ; i++) {
+      try {
+        await gw.admin.adjustCredits(gw.tenantId, GRANT, 'grant-failover', 'test');
+        break;
+      } catch (err) {
+        if (i >= 40) throw err;
+        await sleep(500);
+      }
+    }
     const warm = await post(`${gw.base}/chat/completions`, chat('warm'), gw.key); // the key is cached now
     expect(warm.status).toBe(200);
     await untilNothingHeld(gw.admin, gw.tenantId, 10_000);
