@@ -30,3 +30,14 @@ describe('poisonedField', () => {
     expect(poisonedField([1, 2])).toBeNull();
   });
 });
+
+describe('mayBePoisoned: the byte pre-check before the walk', () => {
+  it('is false for an ordinary body and true wherever a key could be spelled, escaped forms included', async () => {
+    const { mayBePoisoned, poisonedField } = await import('../../sidecar/src/domain/json-guard.js');
+    expect(mayBePoisoned(Buffer.from('{"model":"svc-core","messages":[{"role":"user","content":"hi"}]}'))).toBe(false);
+    const escaped = '{"messages":[{"\\u005f_proto__":{"x":1}}]}';
+    expect(mayBePoisoned(Buffer.from(escaped))).toBe(true);
+    expect(poisonedField(JSON.parse(escaped))).toBe('messages');
+    expect(mayBePoisoned(Buffer.from('{"tools":[{"constructor":{"prototype":1}}]}'))).toBe(true);
+  });
+});

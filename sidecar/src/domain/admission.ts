@@ -5,7 +5,7 @@ import { Errors, gatewayError } from './errors.js';
 import type { Admission } from './request-context.js';
 import { tryParseJson } from '../util/json.js';
 import { pathOnly } from './auth/routes.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan, poisonedField } from './json-guard.js';
+import { MAX_JSON_DEPTH, mayBePoisoned, nestsDeeperThan, poisonedField } from './json-guard.js';
 
 /** The endpoints whose body the gateway reads, by path under the prefix. */
 export type BodyEndpoint = 'chat' | 'embeddings';
@@ -43,7 +43,8 @@ export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer |
   if (parsed === undefined) {
     return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: 'The request body is not valid JSON.' }) };
   }
-  const poisoned = poisonedField(parsed);
+  // The walk over every object only when the bytes could spell such a key.
+  const poisoned = mayBePoisoned(body) ? poisonedField(parsed) : null;
   if (poisoned !== null) {
     return {
       ok: false,

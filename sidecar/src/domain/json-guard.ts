@@ -35,6 +35,15 @@ const poisons = (key: string, child: unknown): boolean =>
   key === '__proto__' || (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype'));
 
 /**
+ * Whether the raw body could spell a poisoning key at all: `__proto__` or
+ * `constructor` literally, or any `\u` escape (which could spell either). A
+ * byte search, so most bodies skip the walk of poisonedField entirely.
+ */
+export function mayBePoisoned(bytes: Buffer): boolean {
+  return bytes.includes('__proto__') || bytes.includes('constructor') || bytes.includes('\\u');
+}
+
+/**
  * The top-level field holding a `__proto__` key, or a `constructor` object
  * carrying `prototype`, anywhere in a parsed body (`__proto__` itself when it
  * is at the top); null when there is none. Providers' JSON parsers refuse
