@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { freePort } from './ports.js';
-import { type Instance, exited, findRedisServer, spawnRedis, waitExit, waitReady } from './redis.js';
+import { type Instance, START_ATTEMPTS, exited, findRedisServer, spawnRedis, waitExit, waitReady } from './redis.js';
 
 const run = promisify(execFile);
 
@@ -47,6 +47,34 @@ async function redisCli(...args: string[]): Promise<string> {
   return stdout;
 }
 
+/**
+ * One cluster node on a free client port and a separately chosen free bus
+ * port (by default Redis takes client port + 10000, which nothing reserved and
+ * another process may hold). Another process can grab either port between the
+ * pick and the bind: on "in use" it tries fresh ports.
+ */
+async function spawnClusterNode(bin: string, dir: string): Promise<[number, Instance]> {
+  for (let attempt = 1; ; attempt++) {
+    const [port, busPort] = await Promise.all([freePort(), freePort()]);
+    if (port === busPort) continue;
+    const instance = spawnRedis(bin, port, dir, { extraArgs: [
+      '--cluster-enabled', 'yes',
+      '--cluster-port', String(busPort),
+      '--cluster-config-file', `nodes-${port}.conf`,
+      '--cluster-node-timeout', String(CLUSTER_NODE_TIMEOUT_MS),
+      // A replica of a killed master must take over however recently it synced.
+      '--cluster-replica-validity-factor', '0',
+    ] });
+    try {
+      await waitReady(instance, port);
+      return [port, instance];
+    } catch (err) {
+      if (attempt < START_ATTEMPTS && /in use/i.test(instance.text())) continue;
+      throw err;
+    }
+  }
+}
+
 export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promise<RedisCluster> {
   const replicas = opts.replicas ?? 0;
   const count = 3 * (1 + replicas);
@@ -67,16 +95,8 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
 
   try {
     for (let n = 0; n < count; n++) {
-      const port = await freePort();
-      const instance = spawnRedis(bin, port, dir, { extraArgs: [
-        '--cluster-enabled', 'yes',
-        '--cluster-config-file', `nodes-${port}.conf`,
-        '--cluster-node-timeout', String(CLUSTER_NODE_TIMEOUT_MS),
-        // A replica of a killed master must take over however recently it synced.
-        '--cluster-replica-validity-factor', '0',
-      ] });
+      const [port, instance] = await spawnClusterNode(bin, dir);
       instances.set(port, instance);
-      await waitReady(instance, port);
     }
     const ports = [...instances.keys()];
     await redisCli('--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes');

@@ -31,7 +31,7 @@ export interface RedisServer {
 }
 
 const START_TIMEOUT_MS = 10_000;
-const START_ATTEMPTS = 5;
+export const START_ATTEMPTS = 5;
 
 
 export function findRedisServer(): string {
