@@ -10,6 +10,7 @@ import type { Directives } from './directives.js';
 import { STREAM_ERROR_EVENT } from './errors.js';
 import type { SimulatorStats } from './stats.js';
 import { SseWriter } from './sse.js';
+import type { SliceSettings } from './slices.js';
 import { content, reasoning } from './text.js';
 import { argumentFragments } from './tools.js';
 
@@ -17,6 +18,8 @@ export interface StreamSettings {
   readonly includeUsage: boolean;
   readonly chunkDelayMs: number;
   readonly path: string;
+  /** Uneven slices instead of one write per event (slices.ts), or null. */
+  readonly slices: SliceSettings | null;
 }
 
 const ROLE_DELTA = '{"role":"assistant","content":""}';
@@ -60,7 +63,7 @@ export async function streamChat(
   const w = new SseWriter(res, (byClient) => {
     if (!byClient) return stats.streamEnded(completed ? 'completed' : 'aborted');
     stats.streamEnded({ path: settings.path, model: plan.model, contentTokensSent: contentSent, reasoningTokensSent: reasoningSent, chunksSent: chunks });
-  });
+  }, settings.slices);
 
   /** Runs the failure directive; resolves when the stream is over. */
   const fail = async (): Promise<void> => {

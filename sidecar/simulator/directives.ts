@@ -44,6 +44,16 @@ export interface Directives {
   hang?: boolean;
   /** Add `retry-after: <seconds>` to error answers. */
   retryAfter?: number;
+  /**
+   * Streaming: write the stream in uneven slices like a real provider (`sliced`):
+   * 1 to `slice-max` bytes (default 500) every `slice-gap` ms (default 1), cut
+   * anywhere, sizes from the seed `slice-seed` (default: the next of the
+   * simulator's own sequence 1, 2, 3, ...). Any slice-* directive implies `sliced`.
+   */
+  sliced?: boolean;
+  sliceSeed?: number;
+  sliceMaxBytes?: number;
+  sliceGapMs?: number;
 }
 
 export const NO_DIRECTIVES: Readonly<Directives> = Object.freeze({});
@@ -51,7 +61,7 @@ export const NO_DIRECTIVES: Readonly<Directives> = Object.freeze({});
 export const DIRECTIVE_NAMES = [
   'status', 'context-overflow', 'empty', 'garbage', 'delay', 'reset', 'tokens', 'reasoning', 'tool',
   'chunk-delay', 'midstream-error', 'midstream-error-event', 'midstream-end', 'fail-after', 'prefill', 'no-usage', 'usage-in-finish', 'hang',
-  'retry-after',
+  'retry-after', 'sliced', 'slice-seed', 'slice-max', 'slice-gap',
 ] as const;
 
 const MARK = '#sim:';
@@ -87,6 +97,15 @@ function apply(d: Directives, name: string, value: string | undefined): void {
     case 'usage-in-finish': d.usageInFinish = true; break;
     case 'hang': d.hang = true; break;
     case 'retry-after': d.retryAfter = int(value) ?? d.retryAfter; break;
+    case 'sliced': d.sliced = true; break;
+    case 'slice-seed': d.sliced = true; d.sliceSeed = int(value) ?? d.sliceSeed; break;
+    case 'slice-max': {
+      d.sliced = true;
+      const n = int(value);
+      if (n !== undefined && n >= 1) d.sliceMaxBytes = n;
+      break;
+    }
+    case 'slice-gap': d.sliced = true; d.sliceGapMs = int(value) ?? d.sliceGapMs; break;
     default: break; // unknown directives are ignored
   }
 }

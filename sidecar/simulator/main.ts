@@ -5,6 +5,11 @@
  *     [--chunk-delay-ms N] [--dims 3584] [--reasoning-models m1,m2]
  *     [--models m1,m2] [--completion-tokens 16] [--reasoning-tokens 24]
  *     [--api-key KEY] [--log] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+ *     [--sliced [--slice-seed N] [--slice-max BYTES] [--slice-gap-ms N]]
+ *
+ * --sliced writes every stream in uneven slices of 1 to --slice-max (500)
+ * bytes, --slice-gap-ms (1) apart, as real providers do (`#sim:sliced` does
+ * it for one request).
  *
  * With --tls-cert and --tls-key it serves HTTPS; --tls-client-ca also requires
  * a client certificate issued by that CA (mutual TLS).
@@ -19,7 +24,7 @@ import { createSimulator, type SimulatorTls } from './server.js';
 const USAGE =
   'usage: main.ts [--port N] [--host H] [--latency-ms N] [--chunk-delay-ms N] [--dims N] ' +
   '[--reasoning-models a,b] [--models a,b] [--completion-tokens N] [--reasoning-tokens N] [--api-key KEY] [--log] ' +
-  '[--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]';
+  '[--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]] [--sliced [--slice-seed N] [--slice-max BYTES] [--slice-gap-ms N]]';
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n${USAGE}\n`);
@@ -72,6 +77,10 @@ async function main(): Promise<void> {
         'tls-cert': { type: 'string' },
         'tls-key': { type: 'string' },
         'tls-client-ca': { type: 'string' },
+        sliced: { type: 'boolean', default: false },
+        'slice-seed': { type: 'string' },
+        'slice-max': { type: 'string' },
+        'slice-gap-ms': { type: 'string' },
         help: { type: 'boolean', default: false },
       },
       strict: true,
@@ -96,6 +105,14 @@ async function main(): Promise<void> {
       apiKey: values['api-key'] ?? null,
       logger: values.log,
       tls: tlsFiles(values['tls-cert'], values['tls-key'], values['tls-client-ca']),
+      slices: values.sliced
+        ? {
+            sliced: true,
+            sliceSeed: int('slice-seed', values['slice-seed']),
+            sliceMaxBytes: int('slice-max', values['slice-max']),
+            sliceGapMs: int('slice-gap-ms', values['slice-gap-ms']),
+          }
+        : null,
     });
   } catch (err) {
     fail((err as Error).message);

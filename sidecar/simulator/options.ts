@@ -1,3 +1,5 @@
+import type { SliceRequest } from './slices.js';
+
 /**
  * Simulator options (fixed at start) and runtime config (changeable through
  * POST /_sim/config while running).
@@ -24,6 +26,11 @@ export interface SimulatorOptions {
   readonly logger?: boolean;
   /** Serve HTTPS with this certificate (PEM); optionally require client certificates from `clientCa`. */
   readonly tls?: SimulatorTls | null;
+  /**
+   * Write every stream in uneven slices (as the `#sim:sliced` directive does for one request):
+   * `{ sliced: true, sliceSeed?, sliceMaxBytes? (500), sliceGapMs? (1) }`. Default: one write per event.
+   */
+  readonly slices?: SliceRequest | null;
 }
 
 export interface SimulatorTls {
@@ -43,6 +50,7 @@ export interface ResolvedOptions {
   readonly completionTokens: number;
   readonly reasoningTokens: number;
   readonly logger: boolean;
+  readonly slices: SliceRequest | null;
 }
 
 /** Mutable at runtime through POST /_sim/config. */
@@ -62,6 +70,17 @@ function count(value: number | undefined, fallback: number, name: string): numbe
   return value;
 }
 
+function resolveSlices(s: SliceRequest | null | undefined): SliceRequest | null {
+  if (!s?.sliced) return null;
+  if (s.sliceMaxBytes !== undefined && (!Number.isInteger(s.sliceMaxBytes) || s.sliceMaxBytes < 1)) throw new Error('simulator: sliceMaxBytes must be an integer >= 1');
+  return Object.freeze({
+    sliced: true,
+    sliceSeed: s.sliceSeed === undefined ? undefined : count(s.sliceSeed, 0, 'sliceSeed'),
+    sliceMaxBytes: s.sliceMaxBytes,
+    sliceGapMs: s.sliceGapMs === undefined ? undefined : count(s.sliceGapMs, 0, 'sliceGapMs'),
+  });
+}
+
 export function resolveOptions(opts: SimulatorOptions): ResolvedOptions {
   const dims = count(opts.dims, 3584, 'dims');
   if (dims < 1) throw new Error('simulator: dims must be at least 1');
@@ -73,6 +92,7 @@ export function resolveOptions(opts: SimulatorOptions): ResolvedOptions {
     completionTokens: count(opts.completionTokens, 16, 'completionTokens'),
     reasoningTokens: count(opts.reasoningTokens, 24, 'reasoningTokens'),
     logger: opts.logger ?? false,
+    slices: resolveSlices(opts.slices),
   };
 }
 

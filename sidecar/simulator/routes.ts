@@ -13,6 +13,7 @@ import { nowSeconds } from './ids.js';
 import type { ResolvedOptions, RuntimeConfig } from './options.js';
 import { preflight } from './preflight.js';
 import { pathOf, sendError, sendJson } from './respond.js';
+import { sliceSettingsFor } from './slices.js';
 import type { SimulatorStats } from './stats.js';
 
 export interface RouteContext {
@@ -40,6 +41,8 @@ function authProblem(header: string | undefined, key: string): string | null {
 export function v1Routes(ctx: RouteContext): FastifyPluginCallback {
   const { options, config, stats, cache } = ctx;
   const created = nowSeconds();
+  let seeds = 0;
+  const nextSeed = () => ++seeds;
   const modelsBody = `{"object":"list","data":[${options.models.map((m) => modelJson(m, created)).join(',')}]}`;
 
   return (v1: FastifyInstance, _opts, done) => {
@@ -81,7 +84,12 @@ export function v1Routes(ctx: RouteContext): FastifyPluginCallback {
       if ('error' in plan) return sendError(reply, 400, plan.error);
       if (!req.stream) return sendJson(reply, renderChat(plan, directives.noUsage !== true));
       reply.hijack();
-      const settings = { includeUsage: req.includeUsage, chunkDelayMs: config.chunkDelayMs, path: pathOf(request.url) };
+      const settings = {
+        includeUsage: req.includeUsage,
+        chunkDelayMs: config.chunkDelayMs,
+        path: pathOf(request.url),
+        slices: sliceSettingsFor(directives, options.slices, nextSeed),
+      };
       await streamChat(reply.raw, plan, directives, settings, stats).catch(() => reply.raw.destroy());
       return reply;
     });

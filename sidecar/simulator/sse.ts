@@ -1,9 +1,11 @@
 /**
  * A server-sent-events writer over a raw Node response. Each event is its own
- * network write; waits (chunk delays, backpressure, hangs) end early when the
- * client goes away, so disconnects are noticed promptly.
+ * network write, or with slice settings the text goes out in uneven slices
+ * (slices.ts) that ignore event boundaries; waits (chunk delays, backpressure,
+ * hangs) end early when the client goes away, so disconnects are noticed promptly.
  */
 import type { ServerResponse } from 'node:http';
+import { SlicedOutput, type SliceSettings } from './slices.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
@@ -18,11 +20,14 @@ export class SseWriter {
   endedByUs = false;
   private wake: (() => void) | null = null;
   private turns = 0;
+  private readonly sliced: SlicedOutput | null;
 
   constructor(
     private readonly res: ServerResponse,
     onClose: (byClient: boolean) => void,
+    slices: SliceSettings | null = null,
   ) {
+    this.sliced = slices ? new SlicedOutput(res, slices, () => this.closed) : null;
     res.once('close', () => {
       this.closed = true;
       this.wake?.();
@@ -43,6 +48,10 @@ export class SseWriter {
   /** Writes one event; false once the client is gone. */
   async send(event: string): Promise<boolean> {
     if (this.closed) return false;
+    if (this.sliced) {
+      this.sliced.push(event);
+      return true;
+    }
     const ok = this.res.write(event);
     // Node corks the socket for the rest of the tick on a chunked write; flush
     // now so every event leaves as its own network write.
@@ -82,7 +91,8 @@ export class SseWriter {
 
   end(last: string): void {
     this.endedByUs = true;
-    this.res.end(last);
+    if (this.sliced) this.sliced.end(last);
+    else this.res.end(last);
   }
 
   /** Drops the connection mid-response. */

@@ -70,7 +70,9 @@ describe('simulator CLI', () => {
     [['--tls-cert', '/nonexistent.pem'], '--tls-cert and --tls-key go together'],
     [['--tls-client-ca', '/ca.pem'], '--tls-client-ca needs --tls-cert and --tls-key'],
     [['--tls-cert', '/nonexistent.pem', '--tls-key', '/nonexistent.key'], '--tls-cert: cannot read /nonexistent.pem (ENOENT)'],
-  ])('HTTPS options %j: exit 2 with "%s"', async (args, message) => {
+    [['--sliced', '--slice-max', '0'], 'sliceMaxBytes must be an integer >= 1'],
+    [['--sliced', '--slice-gap-ms', 'x'], '--slice-gap-ms must be a non-negative integer'],
+  ])('bad options %j: exit 2 with "%s"', async (args, message) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'sidecar/simulator/main.ts', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: childEnv });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));

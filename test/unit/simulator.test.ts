@@ -566,3 +566,61 @@ describe('official openai client', () => {
     expect(err).toBeInstanceOf(OpenAI.RateLimitError);
   });
 });
+
+describe('sliced streams', () => {
+  /** The body's network reads as the client saw them. */
+  async function reads(res: Response): Promise<string[]> {
+    const out: string[] = [];
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return out;
+      out.push(dec.decode(value, { stream: true }));
+    }
+  }
+
+  it('the same events as one write per event, cut into slices of 1 to slice-max bytes across event boundaries', async () => {
+    const plain = await sseData(await chat('x #sim:tokens=12', { stream: true, stream_options: { include_usage: true } }));
+    // Through the header, so the prompt (and its token count) stays the same.
+    const pieces = await reads(
+      await chat('x #sim:tokens=12', { stream: true, stream_options: { include_usage: true } }, { 'x-sim-directive': 'sliced,slice-max=40,slice-seed=7' }),
+    );
+    const whole = pieces.join('');
+    const data = whole.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+    const strip = (d: string) => d.replace(/"id":"[^"]*","object":"chat\.completion\.chunk","created":\d+/, '');
+    expect(data.map(strip)).toEqual(plain.map(strip));
+    expect(data.at(-1)).toBe('[DONE]');
+    expect(pieces.length).toBeGreaterThan(plain.length); // events of ~200 bytes in slices of at most 40
+    expect(pieces.every((p) => Buffer.byteLength(p) <= 40)).toBe(true);
+    expect(pieces.some((p) => !p.endsWith('\n\n'))).toBe(true); // cut inside events
+  });
+
+  it('large slices carry several events in one piece; the sizes are fixed by the seed', async () => {
+    const { sliceSizes } = await import('../../sidecar/simulator/slices.js');
+    expect(sliceSizes({ seed: 3, maxBytes: 500, gapMs: 1 }, 5)).toEqual(sliceSizes({ seed: 3, maxBytes: 500, gapMs: 1 }, 5));
+    expect(sliceSizes({ seed: 3, maxBytes: 500, gapMs: 1 }, 50).every((n) => n >= 1 && n <= 500)).toBe(true);
+    const pieces = await reads(await chat('x #sim:tokens=20 #sim:slice-seed=3', { stream: true }));
+    expect(pieces.some((p) => (p.match(/\n\n/g) ?? []).length >= 2)).toBe(true);
+    expect(pieces.join('').endsWith('data: [DONE]\n\n')).toBe(true);
+  });
+
+  it('the simulator option slices every stream; a midstream failure still acts', async () => {
+    const sliced = createSimulator({ slices: { sliced: true, sliceMaxBytes: 30 } });
+    const { port } = await sliced.listen(0, '127.0.0.1');
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sim-core-1', stream: true, messages: [{ role: 'user', content: 'x #sim:midstream-error-event' }] }),
+      });
+      const pieces = await reads(res);
+      expect(pieces.every((p) => Buffer.byteLength(p) <= 30)).toBe(true);
+      const data = pieces.join('').split('\n\n').filter((e) => e.startsWith('data: '));
+      expect(data).toHaveLength(4);
+      expect(JSON.parse(data[3]!.slice(6)).error.type).toBe('server_error');
+    } finally {
+      await sliced.close();
+    }
+  });
+});
