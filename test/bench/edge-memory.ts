@@ -10,6 +10,10 @@
  * Prints Envoy's and the sidecar's resident memory (and Envoy's own heap
  * figures) at idle, at the peak during each phase and after it, as a table
  * and a final `EDGE_MEMORY_JSON {…}` line. Loopback only, bounded in time.
+ * For the slow readers it also prints where the bytes are (issue 9 item 4):
+ * a timeline of Envoy's byte counters (read from the provider, written to and
+ * read from the sidecar, written to the callers) and flow-control counters.
+ * FLOOD_CLIENTS=0 skips the flood.
  *
  *   npx tsx test/bench/edge-memory.ts
  */
@@ -62,6 +66,34 @@ async function peakDuring(gw: TestGateway, work: Promise<unknown>): Promise<Samp
   }
   return peak;
 }
+
+/** Envoy's counters that show where a slow reader's bytes are. */
+const FLOW = {
+  providerIn: 'cluster.provider.upstream_cx_rx_bytes_total',
+  toSidecar: 'cluster.sidecar.upstream_cx_tx_bytes_total',
+  fromSidecar: 'cluster.sidecar.upstream_cx_rx_bytes_total',
+  toCallers: 'http.gateway.downstream_cx_tx_bytes_total',
+  providerPaused: 'cluster.provider.upstream_flow_control_paused_reading_total',
+  sidecarBackedUp: 'cluster.sidecar.upstream_flow_control_backed_up_total',
+  // Gauges: what sits in connection buffers now (provider read side; sidecar and callers write side).
+  providerRxBuffered: 'cluster.provider.upstream_cx_rx_bytes_buffered',
+  sidecarTxBuffered: 'cluster.sidecar.upstream_cx_tx_bytes_buffered',
+  callersTxBuffered: 'http.gateway.downstream_cx_tx_bytes_buffered',
+} as const;
+const GAUGES: ReadonlySet<string> = new Set(['providerRxBuffered', 'sidecarTxBuffered', 'callersTxBuffered']);
+type Flow = Record<keyof typeof FLOW, number> & { envoyAllocated: number; sidecarRss: number };
+
+async function flowStats(gw: TestGateway): Promise<Flow> {
+  const text = await (await fetch(`${gw.stack.envoyAdminUrl}/stats?usedonly`)).text();
+  const stat = new Map(text.split('\n').map((l) => l.split(': ') as [string, string]));
+  const s = await sample(gw);
+  const counters = Object.fromEntries(Object.entries(FLOW).map(([k, name]) => [k, Number(stat.get(name) ?? 0)])) as Record<keyof typeof FLOW, number>;
+  return { ...counters, envoyAllocated: s.envoyAllocated, sidecarRss: s.sidecarRss };
+}
+
+/** The counters' growth since `base` (memory figures as they are). */
+const since = (base: Flow, now: Flow): Flow =>
+  ({ ...Object.fromEntries(Object.keys(FLOW).map((k) => [k, now[k as keyof typeof FLOW] - (GAUGES.has(k) ? 0 : base[k as keyof typeof FLOW])])), envoyAllocated: now.envoyAllocated, sidecarRss: now.sidecarRss }) as Flow;
 
 /** One upload: headers, then the whole body as fast as the socket takes it; resolves with the status (0: none). */
 function upload(port: number, key: string | null): Promise<number> {
@@ -120,15 +152,19 @@ async function main() {
     const idle = await sample(gw);
 
     const flood = Promise.all([
-      ...Array.from({ length: FLOOD_CLIENTS / 2 }, () => upload(port, null)),
-      ...Array.from({ length: FLOOD_CLIENTS - FLOOD_CLIENTS / 2 }, () => upload(port, `svc_pk_${'Z'.repeat(43)}`)),
+      ...Array.from({ length: Math.floor(FLOOD_CLIENTS / 2) }, () => upload(port, null)),
+      ...Array.from({ length: FLOOD_CLIENTS - Math.floor(FLOOD_CLIENTS / 2) }, () => upload(port, `svc_pk_${'Z'.repeat(43)}`)),
     ]);
     const floodPeak = await peakDuring(gw, flood);
     const statuses = await flood;
     await sleep(2000);
     const afterFlood = await sample(gw);
 
+    const flowBase = await flowStats(gw);
     const readers = Promise.all(Array.from({ length: SLOW_READERS }, () => slowReader(port, gw.key, SLOW_SECONDS)));
+    const timeline: Array<[number, Flow]> = [];
+    const marks = [0.5, 1, 2, 4, 8, SLOW_SECONDS - 1.5].filter((t) => t > 0 && t < SLOW_SECONDS - 1);
+    for (const t of marks) void sleep(t * 1000).then(async () => timeline.push([t, since(flowBase, await flowStats(gw))]));
     const slowPeak = await peakDuring(gw, readers);
     await readers;
     await sleep(3000);
@@ -150,6 +186,21 @@ async function main() {
     }
     for (const [name, s] of rows) results[name.replace(/[^a-z]+/g, '_')] = s;
     results.flood_statuses = statuses;
+    timeline.sort((a, b) => a[0] - b[0]);
+    console.log('slow readers, where the bytes are (MB since the readers started; paused/backed up: counts):');
+    console.log('| t | read from provider | written to sidecar | read from sidecar | written to callers | provider paused | sidecar backed up | buffered: provider in / sidecar out / callers out | Envoy allocated | sidecar RSS |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
+    for (const [t, f] of timeline) {
+      console.log(`| ${t} s | ${fmt(f.providerIn)} | ${fmt(f.toSidecar)} | ${fmt(f.fromSidecar)} | ${fmt(f.toCallers)} | ${f.providerPaused} | ${f.sidecarBackedUp} | ${fmt(f.providerRxBuffered)} / ${fmt(f.sidecarTxBuffered)} / ${fmt(f.callersTxBuffered)} | ${fmt(f.envoyAllocated)} | ${fmt(f.sidecarRss)} |`);
+    }
+    const held = timeline.at(-1)?.[1];
+    if (held) {
+      // Read from the provider, not yet written to a caller's socket: in Envoy, in flight to or from the sidecar, or in the sidecar.
+      const perStream = (held.providerIn - held.toCallers) / Math.max(1, SLOW_READERS);
+      console.log(`read from the provider and not yet written to the callers: ${fmt(perStream)} a stream`);
+      results.slow_timeline = timeline;
+      results.provider_bytes_not_written_per_stream = Math.round(perStream);
+    }
     console.log(`EDGE_MEMORY_JSON ${JSON.stringify(results)}`);
   } finally {
     await gw.stop();

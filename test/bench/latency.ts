@@ -107,6 +107,10 @@ export interface StreamResult {
   readonly ttfbMs: number;
   /** Request written -> last body byte. */
   readonly totalMs: number;
+  /** Request written -> the read that completed the first `data: {...}` event whose JSON parses (what an SDK can use); NaN if none. */
+  readonly firstEventMs: number;
+  /** Request written -> the read that completed `data: [DONE]\n\n`; NaN if it never came. */
+  readonly doneMs: number;
   /** (last body byte - first body byte) / (events - 1); NaN with fewer than 2 events. */
   readonly perChunkMs: number;
   /** `data:` events in the body (including `data: [DONE]`). */
@@ -119,6 +123,8 @@ export interface StreamResult {
 export interface StreamSample {
   readonly ttfbMs: number[];
   readonly totalMs: number[];
+  readonly firstEventMs: number[];
+  readonly doneMs: number[];
   readonly perChunkMs: number[];
   readonly events: number[];
   readonly reads: number[];
@@ -133,7 +139,7 @@ export interface StreamSample {
 }
 
 export function emptyStreamSample(): StreamSample {
-  return { ttfbMs: [], totalMs: [], perChunkMs: [], events: [], reads: [], non2xx: 0, errors: 0, bad: 0, statuses: {}, firstProblem: null, cpuMs: {} };
+  return { ttfbMs: [], totalMs: [], firstEventMs: [], doneMs: [], perChunkMs: [], events: [], reads: [], non2xx: 0, errors: 0, bad: 0, statuses: {}, firstProblem: null, cpuMs: {} };
 }
 
 /** `data:` lines at the start of a line (SSE events carrying data). */
@@ -148,10 +154,61 @@ export function countDataEvents(body: string): number {
   }
 }
 
+const DONE_EVENT = 'data: [DONE]\n\n';
+
+/**
+ * Watches a stream's reads for the two moments a client cares about: the
+ * first complete event an SDK can parse (a `data: {...}` line whose JSON
+ * parses, its blank line arrived; however the bytes were sliced) and the
+ * complete `data: [DONE]` event. Scans only until each is found.
+ */
+export class EventClock {
+  firstEvent = 0n;
+  done = 0n;
+  private pending = '';
+  private tail = '';
+
+  read(chunk: Buffer, at: bigint): void {
+    const text = chunk.toString('latin1'); // the markers are ASCII; the JSON is decoded as UTF-8 below
+    if (this.firstEvent === 0n) {
+      this.pending += text;
+      let end: number;
+      while (this.firstEvent === 0n && (end = this.pending.indexOf('\n\n')) >= 0) {
+        const block = this.pending.slice(0, end);
+        this.pending = this.pending.slice(end + 2);
+        if (parsesAsEvent(block)) this.firstEvent = at;
+      }
+      if (this.firstEvent !== 0n) this.pending = '';
+    }
+    if (this.done === 0n) {
+      this.tail = (this.tail + text).slice(-(DONE_EVENT.length + 2));
+      if (this.tail.includes(DONE_EVENT)) this.done = at;
+    }
+  }
+}
+
+/** An SSE event block with a `data: {...}` line that parses as JSON. */
+function parsesAsEvent(block: string): boolean {
+  for (const line of block.split('\n')) {
+    if (!line.startsWith('data:')) continue;
+    const payload = Buffer.from(line.slice(5).trim(), 'latin1').toString('utf8');
+    if (!payload.startsWith('{')) continue;
+    try {
+      JSON.parse(payload);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  return false;
+}
+
 /**
  * Sequential streaming client: one keep-alive connection, one request at a
- * time; hrtime at the write, at the first body byte and at the last body byte.
- * The body is only parsed (events counted) after the last byte has arrived.
+ * time; hrtime at the write, at the first body byte, at the read that
+ * completes the first parseable event, at the one that completes
+ * `data: [DONE]` and at the last body byte. The rest of the body is only
+ * parsed (events counted) after the last byte has arrived.
  */
 export class StreamClient {
   private readonly agent: http.Agent;
@@ -179,11 +236,13 @@ export class StreamClient {
       let first = 0n;
       let last = 0n;
       let reads = 0;
+      const clock = new EventClock();
       const req = mod.request(this.url, { method: this.spec.method, headers: this.headers, agent: this.agent }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => {
           last = process.hrtime.bigint();
           if (reads++ === 0) first = last;
+          clock.read(c, last);
           chunks.push(c);
         });
         res.on('end', () => {
@@ -194,6 +253,8 @@ export class StreamClient {
             status: res.statusCode ?? 0,
             ttfbMs: reads > 0 ? ms(first) : NaN,
             totalMs: reads > 0 ? ms(last) : NaN,
+            firstEventMs: clock.firstEvent > 0n ? ms(clock.firstEvent) : NaN,
+            doneMs: clock.done > 0n ? ms(clock.done) : NaN,
             perChunkMs: events > 1 ? Number(last - first) / 1e6 / (events - 1) : NaN,
             events,
             reads,
@@ -227,6 +288,8 @@ export class StreamClient {
         }
         into.ttfbMs.push(r.ttfbMs);
         into.totalMs.push(r.totalMs);
+        into.firstEventMs.push(r.firstEventMs);
+        into.doneMs.push(r.doneMs);
         into.perChunkMs.push(r.perChunkMs);
         into.events.push(r.events);
         into.reads.push(r.reads);

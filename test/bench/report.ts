@@ -49,14 +49,29 @@ export interface Comparison {
   readonly rpsDelta: number;
 }
 
-export interface StreamScenarioResult {
+/** What went wrong in a streaming run: non-2xx, transport errors, 2xx streams that failed the check. */
+export interface StreamFailures {
+  readonly non2xx: number;
+  readonly errors: number;
+  readonly bad: number;
+  readonly firstProblem: string | null;
+}
+
+export interface StreamScenarioResult extends StreamFailures {
   readonly name: string;
   readonly label: string;
+  readonly loop: string;
   readonly tokens: number;
   readonly chunkDelayMs: number;
+  /** The provider wrote the stream in uneven slices (`#sim:sliced`). */
+  readonly sliced: boolean;
   readonly expectedEvents: number;
   /** Request written -> first body byte. */
   readonly ttfb: LatencyStats;
+  /** Request written -> first complete, parseable `data: {...}` event. */
+  readonly firstEvent: LatencyStats;
+  /** Request written -> complete `data: [DONE]` event. */
+  readonly done: LatencyStats;
   /** Request written -> last body byte. */
   readonly total: LatencyStats;
   /** (last byte - first byte) / (events - 1), per response. */
@@ -65,12 +80,24 @@ export interface StreamScenarioResult {
   readonly events: LatencyStats;
   /** Client socket reads per response (p50): below the event count means coalesced events. */
   readonly reads: LatencyStats;
-  readonly non2xx: number;
-  readonly errors: number;
-  readonly bad: number;
-  readonly firstProblem: string | null;
   /** CPU ms per measured response during the sequential loop, by process. */
   readonly cpuMsPerResp: Record<string, number>;
+  /** The same per `data:` event the client received (cpuMsPerResp / events p50). */
+  readonly cpuMsPerEvent: Record<string, number>;
+  /** Streams per second at `connections` concurrent clients (stream loop rows only). */
+  readonly load?: StreamLoadResult;
+}
+
+export interface StreamLoadResult extends StreamFailures {
+  readonly connections: number;
+  readonly durationS: number;
+  /** Whole, checked streams. */
+  readonly streams: number;
+  readonly streamsPerS: number;
+  readonly firstEvent: LatencyStats;
+  readonly done: LatencyStats;
+  readonly cpuMsPerStream: Record<string, number>;
+  readonly cpuMsPerEvent: Record<string, number>;
 }
 
 export interface StreamComparison {
@@ -80,6 +107,12 @@ export interface StreamComparison {
   readonly den: string;
   readonly addedTtfbP50Ms: number;
   readonly addedTtfbP99Ms: number;
+  readonly addedFirstEventP50Ms: number;
+  readonly addedFirstEventP99Ms: number;
+  readonly addedDoneP50Ms: number;
+  readonly addedDoneP99Ms: number;
+  /** num streams/s / den streams/s at the load's connections; NaN without a load run. */
+  readonly streamsPerSRatio: number;
   readonly addedPerChunkP50Ms: number;
   readonly addedTotalP50Ms: number;
   readonly numEvents: number;
@@ -188,17 +221,18 @@ const sumValues = (r: Record<string, number>) => Object.values(r).reduce((a, b) 
 
 export function streamTable(results: readonly StreamScenarioResult[]): string {
   return table(
-    ['target', 'n', 'events', 'reads p50', 'TTFB p50', 'TTFB p99', 'last byte p50', 'per chunk p50', 'per chunk p99', 'non-2xx', 'bad', 'errors'],
+    ['target', 'n', 'events', 'reads p50', 'TTFB p50', '1st event p50', '1st event p99', '[DONE] p50', '[DONE] p99', 'per chunk p50', 'non-2xx', 'bad', 'errors'],
     results.map((r) => [
       r.label,
       String(r.ttfb.n),
       r.events.min === r.events.max ? fmt(r.events.p50, 0) : `${fmt(r.events.min, 0)}-${fmt(r.events.max, 0)}`,
       fmt(r.reads.p50, 0),
       fmt(r.ttfb.p50),
-      fmt(r.ttfb.p99),
-      fmt(r.total.p50),
+      fmt(r.firstEvent.p50),
+      fmt(r.firstEvent.p99),
+      fmt(r.done.p50),
+      fmt(r.done.p99),
       fmt(r.perChunk.p50, 4),
-      fmt(r.perChunk.p99, 4),
       String(r.non2xx),
       String(r.bad),
       String(r.errors),
@@ -206,12 +240,40 @@ export function streamTable(results: readonly StreamScenarioResult[]): string {
   );
 }
 
+/** The sidecar a streaming row exercises: the floor's is the no-op one. */
+const sidecarOf = (r: StreamScenarioResult): string => (r.name.startsWith('floor') ? 'null-sidecar' : 'sidecar');
+
 export function streamCpuTable(results: readonly StreamScenarioResult[], processNames: readonly string[]): string {
   return table(
-    ['target', ...processNames, 'total', 'total/event'],
+    ['target', ...processNames, 'total', 'sidecar/event', 'total/event'],
     results.map((r) => {
       const total = sumValues(r.cpuMsPerResp);
-      return [r.label, ...processNames.map((n) => fmt(r.cpuMsPerResp[n] ?? NaN)), fmt(total), fmt(total / r.events.p50, 4)];
+      return [r.label, ...processNames.map((n) => fmt(r.cpuMsPerResp[n] ?? NaN)), fmt(total), fmt(r.cpuMsPerEvent[sidecarOf(r)] ?? NaN, 4), fmt(total / r.events.p50, 4)];
+    }),
+  );
+}
+
+export function streamLoadTable(results: readonly StreamScenarioResult[]): string {
+  const rows = results.filter((r) => r.load);
+  return table(
+    ['target', 'streams', 'streams/s', '1st event p50', '1st event p99', '[DONE] p50', '[DONE] p99', 'sidecar CPU/stream', 'sidecar CPU/event', 'all CPU/stream', 'non-2xx', 'bad', 'errors'],
+    rows.map((r) => {
+      const l = r.load!;
+      return [
+        r.label,
+        String(l.streams),
+        fmt(l.streamsPerS, 1),
+        fmt(l.firstEvent.p50),
+        fmt(l.firstEvent.p99),
+        fmt(l.done.p50),
+        fmt(l.done.p99),
+        fmt(l.cpuMsPerStream[sidecarOf(r)] ?? NaN),
+        fmt(l.cpuMsPerEvent[sidecarOf(r)] ?? NaN, 4),
+        fmt(sumValues(l.cpuMsPerStream)),
+        String(l.non2xx),
+        String(l.bad),
+        String(l.errors),
+      ];
     }),
   );
 }
@@ -224,6 +286,11 @@ export function compareStream(results: readonly StreamScenarioResult[], spec: { 
     ...spec,
     addedTtfbP50Ms: a.ttfb.p50 - b.ttfb.p50,
     addedTtfbP99Ms: a.ttfb.p99 - b.ttfb.p99,
+    addedFirstEventP50Ms: a.firstEvent.p50 - b.firstEvent.p50,
+    addedFirstEventP99Ms: a.firstEvent.p99 - b.firstEvent.p99,
+    addedDoneP50Ms: a.done.p50 - b.done.p50,
+    addedDoneP99Ms: a.done.p99 - b.done.p99,
+    streamsPerSRatio: a.load && b.load ? a.load.streamsPerS / b.load.streamsPerS : NaN,
     addedPerChunkP50Ms: a.perChunk.p50 - b.perChunk.p50,
     addedTotalP50Ms: a.total.p50 - b.total.p50,
     numEvents: a.events.p50,
@@ -235,11 +302,16 @@ export function compareStream(results: readonly StreamScenarioResult[], spec: { 
 export function streamComparisonBlock(c: StreamComparison): string {
   return [
     `${c.what}:`,
+    `  added first complete event p50 = ${c.num} - ${c.den} = ${fmt(c.addedFirstEventP50Ms)} ms`,
+    `  added first complete event p99 = ${c.num} - ${c.den} = ${fmt(c.addedFirstEventP99Ms)} ms`,
+    `  added [DONE] p50     = ${c.num} - ${c.den} = ${fmt(c.addedDoneP50Ms)} ms`,
+    `  added [DONE] p99     = ${c.num} - ${c.den} = ${fmt(c.addedDoneP99Ms)} ms`,
     `  added TTFB p50       = ${c.num}.ttfb.p50 - ${c.den}.ttfb.p50 = ${fmt(c.addedTtfbP50Ms)} ms`,
     `  added TTFB p99       = ${c.num}.ttfb.p99 - ${c.den}.ttfb.p99 = ${fmt(c.addedTtfbP99Ms)} ms`,
     `  added per chunk p50  = ${c.num}.per_chunk.p50 - ${c.den}.per_chunk.p50 = ${fmt(c.addedPerChunkP50Ms, 4)} ms`,
     `  added last byte p50  = ${fmt(c.addedTotalP50Ms)} ms`,
     `  added CPU/response   = ${fmt(c.addedCpuMsPerResp)} ms (all processes)`,
+    ...(Number.isFinite(c.streamsPerSRatio) ? [`  streams/s ratio      = ${fmt(c.streamsPerSRatio, 3)}x (${fmt(c.streamsPerSRatio * 100, 1)} %)`] : []),
     `  data: events/response: ${c.num} ${fmt(c.numEvents, 0)}, ${c.den} ${fmt(c.denEvents, 0)}${c.numEvents === c.denEvents ? '' : '  (DIFFERENT: per-chunk times are not like for like)'}`,
   ].join('\n');
 }
@@ -273,6 +345,7 @@ export function redisCallsTable(results: readonly RedisCallsResult[]): string {
 }
 
 const round = (v: number, digits: number) => (Number.isFinite(v) ? Number(v.toFixed(digits)) : null);
+const roundAll = (r: Record<string, number>, digits: number) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, round(v, digits)]));
 
 /** Numbers rounded for the JSON line (non-finite -> null). */
 const statsJson = (l: LatencyStats, digits = 4) => ({
@@ -294,6 +367,8 @@ export function jsonSummary(summary: {
   streams?: readonly StreamScenarioResult[];
   streamComparisons?: readonly StreamComparison[];
   redis?: readonly RedisCallsResult[];
+  /** Further top-level sections, already in their JSON shape. */
+  extra?: Record<string, unknown>;
 }): string {
   const results: Record<string, unknown> = {};
   for (const r of summary.results) {
@@ -333,19 +408,43 @@ export function jsonSummary(summary: {
       chunk_delay_ms: r.chunkDelayMs,
       events: { min: r.events.min, p50: r.events.p50, max: r.events.max, expected: r.expectedEvents },
       reads_p50: r.reads.p50,
+      sliced: r.sliced,
       ttfb_ms: statsJson(r.ttfb),
+      first_event_ms: statsJson(r.firstEvent),
+      done_ms: statsJson(r.done),
       last_byte_ms: statsJson(r.total),
       per_chunk_ms: statsJson(r.perChunk, 5),
       non2xx: r.non2xx,
       bad: r.bad,
       errors: r.errors,
-      cpu_ms_per_resp: Object.fromEntries(Object.entries(r.cpuMsPerResp).map(([k, v]) => [k, round(v, 4)])),
+      cpu_ms_per_resp: roundAll(r.cpuMsPerResp, 4),
+      cpu_ms_per_event: roundAll(r.cpuMsPerEvent, 5),
+      load: r.load
+        ? {
+            connections: r.load.connections,
+            duration_s: round(r.load.durationS, 2),
+            streams: r.load.streams,
+            streams_per_s: round(r.load.streamsPerS, 1),
+            first_event_ms: statsJson(r.load.firstEvent),
+            done_ms: statsJson(r.load.done),
+            non2xx: r.load.non2xx,
+            bad: r.load.bad,
+            errors: r.load.errors,
+            cpu_ms_per_stream: roundAll(r.load.cpuMsPerStream, 4),
+            cpu_ms_per_event: roundAll(r.load.cpuMsPerEvent, 5),
+          }
+        : null,
     };
   }
   for (const c of summary.streamComparisons ?? []) {
     comparisons[c.name] = {
       added_ttfb_p50_ms: round(c.addedTtfbP50Ms, 4),
       added_ttfb_p99_ms: round(c.addedTtfbP99Ms, 4),
+      added_first_event_p50_ms: round(c.addedFirstEventP50Ms, 4),
+      added_first_event_p99_ms: round(c.addedFirstEventP99Ms, 4),
+      added_done_p50_ms: round(c.addedDoneP50Ms, 4),
+      added_done_p99_ms: round(c.addedDoneP99Ms, 4),
+      streams_per_s_ratio: round(c.streamsPerSRatio, 3),
       added_per_chunk_p50_ms: round(c.addedPerChunkP50Ms, 5),
       added_last_byte_p50_ms: round(c.addedTotalP50Ms, 4),
       added_cpu_ms_per_resp: round(c.addedCpuMsPerResp, 4),
@@ -364,5 +463,5 @@ export function jsonSummary(summary: {
       window_ms: round(r.windowMs, 0),
     };
   }
-  return `BENCH_JSON ${JSON.stringify({ time: summary.time, machine: summary.machine, params: summary.params, results, streams, comparisons, redis_calls: redis })}`;
+  return `BENCH_JSON ${JSON.stringify({ time: summary.time, machine: summary.machine, params: summary.params, results, streams, comparisons, redis_calls: redis, ...summary.extra })}`;
 }

@@ -2,37 +2,46 @@
  * `npm run bench`: chat completions, in ONE run, against
  *   (a) the upstream simulator directly,
  *   (b) Envoy with only the router filter (same listener/route/cluster shape),
+ *   (f) the floor: the gateway's Envoy config against a no-op sidecar,
  *   (c) the full gateway (memory store),
  *   (c') the full gateway on the redis store, credit check off,
- *   (d) the full gateway on the redis store, credit check on,
- * non-streaming (a..d) and streaming (b, c), then the comparisons: (c)/(b),
- * (d)/(c'), streaming (c)-(b). Unary latency comes from a sequential
- * keep-alive client with hrtime timing (latency.ts, sub-ms resolution),
- * interleaved in rounds across the targets; throughput from autocannon,
- * back-to-back per target. Streaming: a sequential keep-alive client timing
- * the first and the last body byte (TTFB, time per chunk), interleaved the
- * same way, with CPU per response from /proc. Redis commands per request of
- * the redis-store gateways from INFO commandstats.
+ *   (d) the full gateway on the redis store, credit check on (the issue 11 setting),
+ * non-streaming (a..d) and streaming (b, f, c, d), then the comparisons.
+ *
+ * Unary latency comes from a sequential keep-alive client with hrtime timing
+ * (latency.ts, sub-ms resolution), interleaved in rounds across the targets;
+ * throughput from autocannon at BENCH_CONNECTIONS, back-to-back per target.
+ * Streaming, in three shapes (chunks 0 ms apart; paced 5 ms apart; sliced:
+ * the provider writes 1 to 500-byte slices 1 ms apart, `#sim:sliced`): a
+ * sequential keep-alive client timing the first body byte, the first complete
+ * event an SDK can parse, the complete `data: [DONE]` and the last byte,
+ * interleaved the same way, with CPU per response and per event from /proc;
+ * then streams per second at BENCH_CONNECTIONS concurrent streaming clients
+ * that read and check every stream to its end (stream-load.ts). Messages per
+ * request from the floor's and the gateways' Envoy admin /stats (ext_authz,
+ * ext_proc, gRPC calls to the sidecar); Redis commands per request of the
+ * redis-store gateways from INFO commandstats; peak and final RSS of every
+ * process; last, a table of issue 11's targets, met or not.
  *
  * Environment:
- *   BENCH_SECONDS        autocannon run per target, seconds (default 5)
- *   BENCH_CONNECTIONS    autocannon connections (default 10)
+ *   BENCH_SECONDS        autocannon run and streams/s run per target, seconds (default 5)
+ *   BENCH_CONNECTIONS    connections of both (default 16)
  *   BENCH_REQUESTS       sequential latency requests per unary target (default 2000)
  *   BENCH_STREAM_REQUESTS sequential streamed requests per streaming target, chunks 0 ms apart (default 300)
  *   BENCH_STREAM_PACED_REQUESTS the same for the paced streaming targets, chunks 5 ms apart
  *                        (default max(20, STREAM_REQUESTS/3); 0 leaves the paced rows out)
+ *   BENCH_STREAM_SLICED_REQUESTS the same for the sliced streaming targets
+ *                        (default max(20, STREAM_REQUESTS/3); 0 leaves the sliced rows out)
  *   BENCH_ROUNDS         interleaved rounds the latency requests are split into (default 5)
  *   BENCH_WARMUP         sequential warm-up requests per unary target (default min(200, max(20, REQUESTS/10)));
  *                        streaming targets warm up with min(50, max(5, n/10)) of their own requests
- *   BENCH_WARMUP_SECONDS autocannon warm-up per target before its measured run (default 1)
+ *   BENCH_WARMUP_SECONDS autocannon / streams/s warm-up per target before its measured run (default 1)
  *   BENCH_SCENARIOS      comma-separated subset of scenario names (default all; see scenarios.ts).
  *                        The redis/credit gateways are only started when a selected scenario needs them.
  *   BENCH_ECHO=1         echo the processes' output
  *
  * Ends with one `BENCH_JSON {...}` line for comparing runs.
  */
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import autocannon from 'autocannon';
 import {
@@ -44,6 +53,10 @@ import {
   type LatencySample,
   type StreamSample,
 } from './latency.js';
+import { messageProbe, messagesJson, messagesTable, type MessageCounts } from './messages.js';
+import { addCpu, cpuSnapshot, procMemMb } from './proc.js';
+import { streamLoad } from './stream-load.js';
+import { memoryTable, targetRows, targetsTable, met, type MemoryResult } from './summary.js';
 import { diffCalls, type CommandCalls, type MonitoredCalls } from './redis-stats.js';
 import {
   comparisonBlock,
@@ -56,12 +69,14 @@ import {
   redisCallsTable,
   streamComparisonBlock,
   streamCpuTable,
+  streamLoadTable,
   streamTable,
   throughputTable,
   type Comparison,
   type RedisCallsResult,
   type ScenarioResult,
   type StreamComparison,
+  type StreamLoadResult,
   type StreamScenarioResult,
   type ThroughputResult,
 } from './report.js';
@@ -70,11 +85,13 @@ import {
   PACED_DELAY_MS,
   PACED_TOKENS,
   SCENARIOS,
+  SLICED_TOKENS,
   STREAM_COMPARISONS,
   STREAM_TOKENS,
   USER_MESSAGE,
   streamMessage,
   type Scenario,
+  type StreamLoop,
   type StreamScenario,
   type UnaryScenario,
 } from './scenarios.js';
@@ -90,6 +107,8 @@ import {
   type Targets,
 } from './targets.js';
 
+/** Sequential requests per scenario for counting the gRPC messages per request. */
+const MESSAGE_PROBE_REQUESTS = 20;
 /** Requests per redis-store gateway for counting Redis commands per request. */
 const REDIS_PROBE_REQUESTS = 200;
 /** Wait after the last probe request, so its settlement (written after the response) is counted. */
@@ -117,6 +136,7 @@ interface Params {
   readonly requests: number;
   readonly streamRequests: number;
   readonly pacedRequests: number;
+  readonly slicedRequests: number;
   readonly rounds: number;
   readonly warmup: number;
   readonly warmupSeconds: number;
@@ -127,19 +147,24 @@ function readParams(): Params {
   const requests = envInt('BENCH_REQUESTS', 2000);
   const streamRequests = envInt('BENCH_STREAM_REQUESTS', 300);
   const pacedRequests = envInt('BENCH_STREAM_PACED_REQUESTS', Math.max(20, Math.ceil(streamRequests / 3)), 0);
+  const slicedRequests = envInt('BENCH_STREAM_SLICED_REQUESTS', Math.max(20, Math.ceil(streamRequests / 3)), 0);
   const names = (process.env.BENCH_SCENARIOS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   for (const n of names) if (!SCENARIOS.some((s) => s.name === n)) throw new Error(`BENCH_SCENARIOS: unknown scenario ${n} (have ${SCENARIOS.map((s) => s.name).join(', ')})`);
-  if (pacedRequests === 0) {
-    const paced = names.filter((n) => SCENARIOS.some((s) => s.name === n && s.kind === 'stream' && s.loop === 'paced'));
-    if (paced.length) throw new Error(`BENCH_SCENARIOS names ${paced.join(', ')} but BENCH_STREAM_PACED_REQUESTS is 0`);
+  const off: Array<[StreamLoop, string]> = [];
+  if (pacedRequests === 0) off.push(['paced', 'BENCH_STREAM_PACED_REQUESTS']);
+  if (slicedRequests === 0) off.push(['sliced', 'BENCH_STREAM_SLICED_REQUESTS']);
+  for (const [loop, knob] of off) {
+    const named = names.filter((n) => SCENARIOS.some((s) => s.name === n && s.kind === 'stream' && s.loop === loop));
+    if (named.length) throw new Error(`BENCH_SCENARIOS names ${named.join(', ')} but ${knob} is 0`);
   }
-  const all = SCENARIOS.filter((s) => pacedRequests > 0 || s.kind !== 'stream' || s.loop !== 'paced').map((s) => s.name);
+  const all = SCENARIOS.filter((s) => s.kind !== 'stream' || !off.some(([loop]) => loop === s.loop)).map((s) => s.name);
   return {
     seconds: envNum('BENCH_SECONDS', 5, 0.1),
-    connections: envInt('BENCH_CONNECTIONS', 10),
+    connections: envInt('BENCH_CONNECTIONS', 16),
     requests,
     streamRequests,
     pacedRequests,
+    slicedRequests,
     rounds: envInt('BENCH_ROUNDS', 5),
     warmup: envInt('BENCH_WARMUP', Math.min(200, Math.max(20, Math.ceil(requests / 10))), 0),
     warmupSeconds: envNum('BENCH_WARMUP_SECONDS', 1, 0),
@@ -147,41 +172,7 @@ function readParams(): Params {
   };
 }
 
-// ---- CPU accounting (Linux /proc; absent elsewhere) ----
-
-const CLK_TCK = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** utime + stime of a process in ms, or NaN. */
-function procCpuMs(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
-  } catch {
-    return NaN;
-  }
-}
-
-function cpuSnapshot(pids: Record<string, number | undefined>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [name, pid] of Object.entries(pids)) out[name] = procCpuMs(pid);
-  const self = process.cpuUsage();
-  out.bench = (self.user + self.system) / 1000;
-  return out;
-}
-
 // ---- phases ----
-
-function addCpu(into: Record<string, number>, before: Record<string, number>, after: Record<string, number>): void {
-  for (const [name, v] of Object.entries(after)) into[name] = (into[name] ?? 0) + (v - (before[name] ?? NaN));
-}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -251,26 +242,77 @@ async function streamPhase(t: Targets, scenarios: readonly StreamScenario[], req
   return samples;
 }
 
-function streamResult(s: StreamScenario, sample: StreamSample): StreamScenarioResult {
+function streamResult(s: StreamScenario, sample: StreamSample, load: StreamLoadResult | undefined): StreamScenarioResult {
   const n = sample.ttfbMs.length;
+  const events = latencyStats(sample.events);
+  const cpuMsPerResp = Object.fromEntries(Object.entries(sample.cpuMs).map(([k, v]) => [k, n > 0 ? v / n : NaN]));
   return {
     name: s.name,
     label: s.label,
+    loop: s.loop,
     tokens: s.tokens,
     chunkDelayMs: s.chunkDelayMs,
+    sliced: s.sliced,
     expectedEvents: s.expectedEvents,
     ttfb: latencyStats(sample.ttfbMs),
+    firstEvent: latencyStats(sample.firstEventMs),
+    done: latencyStats(sample.doneMs),
     total: latencyStats(sample.totalMs),
     perChunk: latencyStats(sample.perChunkMs),
-    events: latencyStats(sample.events),
+    events,
     reads: latencyStats(sample.reads),
     non2xx: sample.non2xx,
     errors: sample.errors,
     bad: sample.bad,
     firstProblem: sample.firstProblem,
     // Per measured response; the few non-measured ones (failures) are in the CPU too, they make it an upper bound.
-    cpuMsPerResp: Object.fromEntries(Object.entries(sample.cpuMs).map(([k, v]) => [k, n > 0 ? v / n : NaN])),
+    cpuMsPerResp,
+    cpuMsPerEvent: Object.fromEntries(Object.entries(cpuMsPerResp).map(([k, v]) => [k, v / events.p50])),
+    load,
   };
+}
+
+/**
+ * Streams per second of one streaming row at p.connections: a warm-up, then a
+ * measured run; CPU by process over the measured run, per whole stream and per
+ * `data:` event received.
+ */
+async function streamLoadRun(t: Targets, s: StreamScenario, p: Params): Promise<StreamLoadResult> {
+  const req = s.request(t);
+  if (p.warmupSeconds > 0) await streamLoad(req, s.checkEach, p.connections, p.warmupSeconds);
+  const pids = t.pids(s.gateway);
+  const before = cpuSnapshot(pids);
+  const { sample, durationS } = await streamLoad(req, s.checkEach, p.connections, p.seconds);
+  const cpu: Record<string, number> = {};
+  addCpu(cpu, before, cpuSnapshot(pids));
+  const streams = sample.doneMs.length;
+  const events = streams * (latencyStats(sample.events).p50 || s.expectedEvents);
+  return {
+    connections: p.connections,
+    durationS,
+    streams,
+    streamsPerS: durationS > 0 ? streams / durationS : NaN,
+    firstEvent: latencyStats(sample.firstEventMs),
+    done: latencyStats(sample.doneMs),
+    non2xx: sample.non2xx,
+    bad: sample.bad,
+    errors: sample.errors,
+    firstProblem: sample.firstProblem,
+    cpuMsPerStream: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, streams > 0 ? v / streams : NaN])),
+    cpuMsPerEvent: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, events > 0 ? v / events : NaN])),
+  };
+}
+
+/** Peak (VmHWM) and current RSS of every process of the run, gateway variants' under `name(variant)`. */
+function memoryOf(t: Targets): MemoryResult[] {
+  const all: Array<[string, number | undefined]> = Object.entries(t.pids());
+  for (const v of t.variants) {
+    for (const [name, pid] of Object.entries(v.pids())) if (name !== 'envoy-bare') all.push([`${name}(${v.name})`, pid]);
+  }
+  return all.map(([name, pid]) => {
+    const m = procMemMb(pid);
+    return { process: name, peakMb: m.peak, afterMb: m.rss };
+  });
 }
 
 /**
@@ -354,6 +396,7 @@ async function main(): Promise<number> {
   const unary = scenarios.filter((s): s is UnaryScenario => s.kind === 'unary');
   const streams = scenarios.filter((s): s is StreamScenario => s.kind === 'stream' && s.loop === 'stream');
   const paced = scenarios.filter((s): s is StreamScenario => s.kind === 'stream' && s.loop === 'paced');
+  const sliced = scenarios.filter((s): s is StreamScenario => s.kind === 'stream' && s.loop === 'sliced');
   const variants = [...new Set(scenarios.flatMap((s) => (s.gateway ? [s.gateway] : [])))];
   const cpus = os.cpus();
   const machine = {
@@ -386,8 +429,11 @@ async function main(): Promise<number> {
       requests: p.requests,
       stream_requests: p.streamRequests,
       stream_paced_requests: p.pacedRequests,
+      stream_sliced_requests: p.slicedRequests,
       stream_tokens: STREAM_TOKENS,
       stream_paced: { tokens: PACED_TOKENS, chunk_delay_ms: PACED_DELAY_MS },
+      stream_sliced: { tokens: SLICED_TOKENS, slice_bytes: '1-500', slice_gap_ms: 1 },
+      message_probe_requests: MESSAGE_PROBE_REQUESTS,
       redis_probe_requests: REDIS_PROBE_REQUESTS,
       rounds: p.rounds,
       warmup: p.warmup,
@@ -410,7 +456,11 @@ async function main(): Promise<number> {
     out.push(
       `stream  : same + "stream": true, "stream_options": {"include_usage": true}, content ${JSON.stringify(streamMessage(STREAM_TOKENS, 0))}; ` +
         `${p.streamRequests} sequential requests/target` +
-        (p.pacedRequests > 0 ? `; paced: ${JSON.stringify(streamMessage(PACED_TOKENS, PACED_DELAY_MS))}, ${p.pacedRequests} requests/target` : ''),
+        (p.pacedRequests > 0 ? `; paced: ${JSON.stringify(streamMessage(PACED_TOKENS, PACED_DELAY_MS))}, ${p.pacedRequests} requests/target` : '') +
+        (p.slicedRequests > 0
+          ? `; sliced (provider writes 1-500 byte slices 1 ms apart): ${JSON.stringify(streamMessage(SLICED_TOKENS, 0, true))}, ${p.slicedRequests} requests/target`
+          : '') +
+        `; streams/s: ${p.connections} concurrent streaming clients x ${p.seconds} s/target (0 ms rows), every stream read to its end and checked`,
     );
     out.push(`gateways: main: memory store, credit check off (the stack the integration tests start), used by (c) and the streaming rows`);
     for (const v of targets.variants) {
@@ -438,6 +488,10 @@ async function main(): Promise<number> {
       process.stdout.write('bench: paced streaming phase (sequential)...\n');
       for (const [k, v] of await streamPhase(targets, paced, p.pacedRequests, p)) streamSamples.set(k, v);
     }
+    if (sliced.length > 0) {
+      process.stdout.write('bench: sliced streaming phase (sequential)...\n');
+      for (const [k, v] of await streamPhase(targets, sliced, p.slicedRequests, p)) streamSamples.set(k, v);
+    }
 
     const redisCalls: Array<Awaited<ReturnType<typeof redisProbe>>> = [];
     for (const s of unary) {
@@ -446,11 +500,24 @@ async function main(): Promise<number> {
       redisCalls.push(await redisProbe(targets, s, s.gateway));
     }
 
+    process.stdout.write('bench: messages per request...\n');
+    const messages: MessageCounts[] = [];
+    for (const s of [...unary, ...streams, ...paced, ...sliced]) {
+      const m = await messageProbe(targets, s, MESSAGE_PROBE_REQUESTS);
+      if (m) messages.push(m);
+    }
+
     const through = new Map<string, ThroughputResult>();
     for (const s of unary) {
       process.stdout.write(`bench: throughput phase ${s.label}...\n`);
       through.set(s.name, await throughputRun(targets, s, p));
     }
+    const loads = new Map<string, StreamLoadResult>();
+    for (const s of streams) {
+      process.stdout.write(`bench: streams/s phase ${s.label}...\n`);
+      loads.set(s.name, await streamLoadRun(targets, s, p));
+    }
+    const memory = memoryOf(targets);
 
     const results: ScenarioResult[] = unary.map((s) => {
       const sample = samples.get(s.name)!;
@@ -462,7 +529,7 @@ async function main(): Promise<number> {
       };
     });
     const comparisons = COMPARISONS.map((c) => compare(results, c)).filter((c): c is Comparison => c !== null);
-    const streamResults = [...streams, ...paced].map((s) => streamResult(s, streamSamples.get(s.name)!));
+    const streamResults = [...streams, ...paced, ...sliced].map((s) => streamResult(s, streamSamples.get(s.name)!, loads.get(s.name)));
     const streamComparisons = STREAM_COMPARISONS.map((c) => compareStream(streamResults, c)).filter((c): c is StreamComparison => c !== null);
 
     const lines: string[] = [];
@@ -482,6 +549,16 @@ async function main(): Promise<number> {
       lines.push('');
       lines.push(comparisonBlock(c));
     }
+    if (messages.length > 0) {
+      lines.push('');
+      lines.push(
+        `gRPC messages per request between Envoy and its sidecar: the Envoy's admin /stats counters before/after ${MESSAGE_PROBE_REQUESTS} sequential requests + 100 ms ` +
+          '(ext_authz calls = http.*.ext_authz.{ok,denied,error}, every ext_authz filter; ext_proc = http.*.ext_proc.{streams_started,stream_msgs_sent,stream_msgs_received}; ' +
+          'sidecar msgs = ext_authz calls + ext_proc messages sent; gRPC calls = cluster.sidecar.upstream_rq_total; ' +
+          'ext_proc msgs/event = ext_proc messages sent per data: event the client received). Bare Envoy has no filters',
+      );
+      lines.push(messagesTable(messages));
+    }
     if (redisCalls.length > 0) {
       lines.push('');
       lines.push(
@@ -494,7 +571,8 @@ async function main(): Promise<number> {
     if (streamResults.length > 0) {
       lines.push('');
       lines.push(
-        'Streaming: sequential client, 1 keep-alive connection, hrtime from the request write; TTFB = first body byte, last byte = last body byte, ' +
+        'Streaming: sequential client, 1 keep-alive connection, hrtime from the request write; TTFB = first body byte; ' +
+          '1st event = the read that completed the first data: {...} event whose JSON parses (what an SDK can use); [DONE] = the read that completed data: [DONE]; ' +
           'per chunk = (last byte - first byte) / (data: events - 1); events include data: [DONE]; reads = socket reads the client saw; ms',
       );
       lines.push(streamTable(streamResults));
@@ -507,23 +585,50 @@ async function main(): Promise<number> {
         }
       }
       lines.push('');
-      lines.push('CPU ms per streamed response during the sequential streaming loop, by process (from /proc; 10 ms tick resolution, summed over the rounds)');
-      lines.push(streamCpuTable(streamResults, ['bench', 'simulator', 'envoy-bare', 'envoy-floor', 'null-sidecar', 'envoy', 'sidecar', 'account']));
+      lines.push(
+        'CPU ms per streamed response during the sequential streaming loop, by process (from /proc; 10 ms tick resolution, summed over the rounds); ' +
+          'sidecar/event = sidecar CPU (the floor\'s: null-sidecar) / data: events received per response',
+      );
+      lines.push(streamCpuTable(streamResults, ['bench', 'simulator', 'envoy-bare', 'envoy-floor', 'null-sidecar', 'envoy', 'sidecar', 'account', ...(targets.variants.length ? ['redis'] : [])]));
+      if (streamResults.some((r) => r.load)) {
+        lines.push('');
+        lines.push(
+          `Streams per second: ${p.connections} concurrent streaming clients (1 keep-alive connection each) x ${p.seconds} s per target after ${p.warmupSeconds} s warm-up; ` +
+            'a stream counts once read to its end and checked (event count, data: [DONE]); latencies under that load, ms; CPU from /proc over the measured run ' +
+            '(the floor\'s sidecar is null-sidecar; per event = per data: event received)',
+        );
+        lines.push(streamLoadTable(streamResults));
+      }
       for (const c of streamComparisons) {
         lines.push('');
         lines.push(streamComparisonBlock(c));
       }
     }
+    lines.push('');
+    lines.push('Memory: resident set of every process of the run, peak = VmHWM (highest since the process started), after = VmRSS after the last phase; MiB');
+    lines.push(memoryTable(memory));
+    const judged = targets.variants.some((v) => v.name === 'credit') ? 'credit' : 'gateway';
+    const targetTable = targetRows({ gateway: judged, results, comparisons, streams: streamResults, streamComparisons, memory });
+    lines.push('');
+    lines.push(
+      `Issue 11 targets, this run: gateway = ${judged === 'credit' ? '(d) redis store, credit check on' : '(c) memory store, credit check off (the credit gateway was not measured)'}; ` +
+        'floor = the same measure for the floor (gateway Envoy config, no-op sidecar), what the architecture costs before any gateway code; ' +
+        'added = minus bare Envoy in the same run. Shared-box numbers: compare on a quiet machine before judging.',
+    );
+    lines.push(targetsTable(targetTable));
     const problems = [
       ...results.filter((r) => r.latency.firstProblem !== null).map((r) => [r.label, r.latency.firstProblem] as const),
       ...streamResults.filter((r) => r.firstProblem !== null).map((r) => [r.label, r.firstProblem] as const),
       ...redisCalls.filter((r) => r.firstProblem !== null).map((r) => [`${r.label} (redis probe)`, r.firstProblem] as const),
+      ...streamResults.filter((r) => r.load?.firstProblem).map((r) => [`${r.label} (streams/s)`, r.load!.firstProblem] as const),
     ];
     for (const [label, problem] of problems) lines.push(`\n${label}: first problem: ${problem}`);
     const failed = [
       ...results.filter((r) => r.latency.non2xx + r.latency.errors + r.throughput.non2xx + r.throughput.errors > 0).map((r) => r.name),
       ...streamResults.filter((r) => r.non2xx + r.errors + r.bad > 0).map((r) => r.name),
       ...redisCalls.filter((r) => r.failures > 0).map((r) => `${r.scenario} (redis probe)`),
+      ...streamResults.filter((r) => r.load && r.load.non2xx + r.load.errors + r.load.bad > 0).map((r) => `${r.name} (streams/s)`),
+      ...messages.filter((m) => m.failures > 0).map((m) => `${m.scenario} (message probe)`),
     ];
     if (failed.length > 0) {
       lines.push(`\nWARNING: errors, bad streams or non-2xx responses in: ${failed.join(', ')}`);
@@ -547,6 +652,14 @@ async function main(): Promise<number> {
         streams: streamResults,
         streamComparisons,
         redis: redisCalls.map(({ failures: _f, firstProblem: _p, ...r }) => r),
+        extra: {
+          messages_per_req: messagesJson(messages),
+          memory_mb: Object.fromEntries(memory.map((m) => [m.process, { peak: Number(m.peakMb.toFixed(1)), after: Number(m.afterMb.toFixed(1)) }])),
+          targets: {
+            gateway: judged,
+            rows: targetTable.map((r) => ({ ...r, gateway: Number(r.gateway.toFixed(4)), floor: Number(r.floor.toFixed(4)), met: met(r) })),
+          },
+        },
       }),
     );
     process.stdout.write(`${lines.join('\n')}\n`);
@@ -564,7 +677,7 @@ async function main(): Promise<number> {
     process.stderr.write(`bench: had to signal leftover child processes:\n  ${leftovers.join('\n  ')}\n`);
     exitCode = 1;
   } else {
-    process.stdout.write('bench: all processes stopped\n');
+    process.stderr.write('bench: all processes stopped\n'); // stderr: BENCH_JSON stays the last line of stdout
   }
   return exitCode;
 }

@@ -6,8 +6,10 @@
  *
  * `kind` decides how a row is measured:
  *   unary   sequential latency (send -> last byte) + autocannon throughput;
- *   stream  sequential streaming client: time to first body byte, time per
- *           chunk, CPU per response (no autocannon).
+ *   stream  sequential streaming client: time to first body byte, to the first
+ *           complete event, to `data: [DONE]`, time per chunk, CPU per response
+ *           and per event; the rows of the `stream` loop also get a streams/s
+ *           run at BENCH_CONNECTIONS (stream-load.ts).
  */
 import type { RequestSpec } from './latency.js';
 import type { GatewayVariant, Targets } from './targets.js';
@@ -30,11 +32,15 @@ export interface UnaryScenario extends ScenarioBase {
 
 export interface StreamScenario extends ScenarioBase {
   readonly kind: 'stream';
-  /** Which request-count knob applies: BENCH_STREAM_REQUESTS or BENCH_STREAM_PACED_REQUESTS. */
-  readonly loop: 'stream' | 'paced';
+  /** Which request-count knob applies: BENCH_STREAM_REQUESTS, BENCH_STREAM_PACED_REQUESTS or BENCH_STREAM_SLICED_REQUESTS. */
+  readonly loop: StreamLoop;
   /** `#sim:tokens` and `#sim:chunk-delay` of the request. */
   readonly tokens: number;
   readonly chunkDelayMs: number;
+  /** `#sim:sliced`: the provider writes the stream in 1 to 500-byte slices 1 ms apart. */
+  readonly sliced: boolean;
+  /** Which target this row measures, for the summary (bare Envoy, the floor, a gateway). */
+  readonly target: 'bare' | 'floor' | 'gateway';
   /** `data:` events a complete response has (role, content x tokens, finish, usage, [DONE]). */
   readonly expectedEvents: number;
   /** Cheap per-response check for the measured loop (after the timing). */
@@ -42,6 +48,8 @@ export interface StreamScenario extends ScenarioBase {
 }
 
 export type Scenario = UnaryScenario | StreamScenario;
+
+export type StreamLoop = 'stream' | 'paced' | 'sliced';
 
 export const USER_MESSAGE = 'Say hello in one short sentence.';
 
@@ -67,17 +75,17 @@ function chatCompletion(expectedModel: string) {
 }
 
 /** The user message of a streamed request: the simulator directives shape the stream. */
-export function streamMessage(tokens: number, chunkDelayMs: number): string {
-  return `${USER_MESSAGE} #sim:tokens=${tokens} #sim:chunk-delay=${chunkDelayMs}`;
+export function streamMessage(tokens: number, chunkDelayMs: number, sliced = false): string {
+  return `${USER_MESSAGE} #sim:tokens=${tokens} #sim:chunk-delay=${chunkDelayMs}${sliced ? ' #sim:sliced' : ''}`;
 }
 
 /** Streamed chat; include_usage in every case, so bare Envoy and the gateway answer the same events. */
-export function streamBody(model: string, tokens: number, chunkDelayMs: number): string {
+export function streamBody(model: string, tokens: number, chunkDelayMs: number, sliced = false): string {
   return JSON.stringify({
     model,
     stream: true,
     stream_options: { include_usage: true },
-    messages: [{ role: 'user', content: streamMessage(tokens, chunkDelayMs) }],
+    messages: [{ role: 'user', content: streamMessage(tokens, chunkDelayMs, sliced) }],
   });
 }
 
@@ -147,29 +155,51 @@ export const PACED_DELAY_MS = 5;
 /** role + content x tokens + finish + usage + [DONE] */
 const eventsFor = (tokens: number) => tokens + 4;
 
-function streamRows(loop: 'stream' | 'paced', tokens: number, delay: number): StreamScenario[] {
-  const suffix = loop === 'paced' ? '_paced' : '';
-  const common = { kind: 'stream' as const, loop, tokens, chunkDelayMs: delay, expectedEvents: eventsFor(tokens), checkEach: streamComplete(eventsFor(tokens)) };
+/** Sliced rows: the provider writes 1 to 500-byte slices 1 ms apart (`#sim:sliced`), chunks generated 0 ms apart. */
+export const SLICED_TOKENS = 32;
+
+/** How a loop's streams are shaped, for labels. */
+export function loopShape(loop: StreamLoop, tokens: number, delay: number): string {
+  return loop === 'sliced' ? `stream ${tokens}, sliced` : `stream ${tokens} x ${delay} ms`;
+}
+
+function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScenario[] {
+  const suffix = loop === 'stream' ? '' : `_${loop}`;
+  const sliced = loop === 'sliced';
+  const shape = loopShape(loop, tokens, delay);
+  const common = { kind: 'stream' as const, loop, tokens, chunkDelayMs: delay, sliced, expectedEvents: eventsFor(tokens), checkEach: streamComplete(eventsFor(tokens)) };
   return [
     {
       ...common,
+      target: 'bare',
       name: `bare_stream${suffix}`,
-      label: `(b) envoy, router only, stream ${tokens} x ${delay} ms`,
-      request: (t) => providerRequest(t.bareUrl, t, streamBody(INTERNAL_MODEL, tokens, delay)),
+      label: `(b) envoy, router only, ${shape}`,
+      request: (t) => providerRequest(t.bareUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)),
       check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
     },
     {
       ...common,
+      target: 'floor',
       name: `floor_stream${suffix}`,
-      label: `(f) floor, no-op sidecar, stream ${tokens} x ${delay} ms`,
-      request: (t) => providerRequest(t.floorUrl, t, streamBody(INTERNAL_MODEL, tokens, delay)),
+      label: `(f) floor, no-op sidecar, ${shape}`,
+      request: (t) => providerRequest(t.floorUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)),
       check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
     },
     {
       ...common,
+      target: 'gateway',
       name: `gateway_stream${suffix}`,
-      label: `(c) full gateway, stream ${tokens} x ${delay} ms`,
-      request: (t) => gatewayRequest(t.gatewayBase, t.gatewayKey, streamBody(ALIAS, tokens, delay)),
+      label: `(c) full gateway, ${shape}`,
+      request: (t) => gatewayRequest(t.gatewayBase, t.gatewayKey, streamBody(ALIAS, tokens, delay, sliced)),
+      check: chatStream(ALIAS, eventsFor(tokens)),
+    },
+    {
+      ...common,
+      target: 'gateway',
+      gateway: 'credit',
+      name: `credit_stream${suffix}`,
+      label: `(d) gateway, redis, credit on, ${shape}`,
+      request: (t) => gatewayRequest(t.variant('credit').base, t.variant('credit').key, streamBody(ALIAS, tokens, delay, sliced)),
       check: chatStream(ALIAS, eventsFor(tokens)),
     },
   ];
@@ -224,11 +254,13 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   ...streamRows('stream', STREAM_TOKENS, 0),
   ...streamRows('paced', PACED_TOKENS, PACED_DELAY_MS),
+  ...streamRows('sliced', SLICED_TOKENS, 0),
 ];
 
 /** Comparisons of unary rows printed after the tables: numerator / denominator scenario names. */
 export const COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: string; readonly den: string; readonly what: string }> = [
   { name: 'gateway_vs_bare', num: 'gateway', den: 'bare', what: 'full gateway vs bare Envoy (c)/(b)' },
+  { name: 'credit_vs_bare', num: 'gateway_credit', den: 'bare', what: 'gateway on the redis store, credit check on (the issue 11 setting) vs bare Envoy (d)/(b)' },
   { name: 'floor_vs_bare', num: 'floor', den: 'bare', what: 'architecture floor (gateway Envoy config, no-op sidecar) vs bare Envoy (f)/(b)' },
   { name: 'gateway_vs_floor', num: 'gateway', den: 'floor', what: "full gateway vs the floor: the gateway's own code (c)/(f)" },
   { name: 'bare_vs_direct', num: 'bare', den: 'direct', what: 'bare Envoy vs simulator direct (b)/(a)' },
@@ -236,21 +268,20 @@ export const COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: s
   { name: 'redis_vs_memory', num: 'gateway_redis', den: 'gateway', what: "gateway on the redis store vs the memory store, credit check off (c')/(c)" },
 ];
 
-/** Comparisons of streaming rows: gateway minus bare Envoy. */
-export const STREAM_COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: string; readonly den: string; readonly what: string }> = [
-  { name: 'stream_gateway_vs_bare', num: 'gateway_stream', den: 'bare_stream', what: `streaming, ${STREAM_TOKENS} chunks, 0 ms apart: full gateway vs bare Envoy (c)-(b)` },
-  { name: 'stream_floor_vs_bare', num: 'floor_stream', den: 'bare_stream', what: `streaming, ${STREAM_TOKENS} chunks, 0 ms apart: architecture floor vs bare Envoy (f)-(b)` },
-  { name: 'stream_gateway_vs_floor', num: 'gateway_stream', den: 'floor_stream', what: `streaming, ${STREAM_TOKENS} chunks, 0 ms apart: full gateway vs the floor (c)-(f)` },
-  {
-    name: 'stream_paced_floor_vs_bare',
-    num: 'floor_stream_paced',
-    den: 'bare_stream_paced',
-    what: `streaming, ${PACED_TOKENS} chunks, ${PACED_DELAY_MS} ms apart: architecture floor vs bare Envoy (f)-(b)`,
-  },
-  {
-    name: 'stream_paced_gateway_vs_bare',
-    num: 'gateway_stream_paced',
-    den: 'bare_stream_paced',
-    what: `streaming, ${PACED_TOKENS} chunks, ${PACED_DELAY_MS} ms apart: full gateway vs bare Envoy (c)-(b)`,
-  },
-];
+/** Comparisons of streaming rows, per loop: gateway minus bare Envoy, the floor minus bare Envoy, gateway minus the floor. */
+export const STREAM_COMPARISONS: ReadonlyArray<{ readonly name: string; readonly num: string; readonly den: string; readonly what: string }> = (
+  [
+    ['stream', STREAM_TOKENS, 0],
+    ['paced', PACED_TOKENS, PACED_DELAY_MS],
+    ['sliced', SLICED_TOKENS, 0],
+  ] as const
+).flatMap(([loop, tokens, delay]) => {
+  const suffix = loop === 'stream' ? '' : `_${loop}`;
+  const shape = loop === 'sliced' ? `${tokens} chunks, provider writes 1-500 byte slices 1 ms apart` : `${tokens} chunks, ${delay} ms apart`;
+  return [
+    { name: `stream${suffix}_gateway_vs_bare`, num: `gateway_stream${suffix}`, den: `bare_stream${suffix}`, what: `streaming, ${shape}: full gateway vs bare Envoy (c)-(b)` },
+    { name: `stream${suffix}_credit_vs_bare`, num: `credit_stream${suffix}`, den: `bare_stream${suffix}`, what: `streaming, ${shape}: gateway, redis, credit on vs bare Envoy (d)-(b)` },
+    { name: `stream${suffix}_floor_vs_bare`, num: `floor_stream${suffix}`, den: `bare_stream${suffix}`, what: `streaming, ${shape}: architecture floor vs bare Envoy (f)-(b)` },
+    { name: `stream${suffix}_gateway_vs_floor`, num: `gateway_stream${suffix}`, den: `floor_stream${suffix}`, what: `streaming, ${shape}: full gateway vs the floor (c)-(f)` },
+  ];
+});

@@ -100,6 +100,8 @@ export interface Targets {
    */
   pids(variant?: GatewayVariant): Record<string, number | undefined>;
   logs(): string;
+  /** The admin URL of the Envoy serving `url` when that Envoy talks to a sidecar (null: bare Envoy or none). */
+  envoyAdminFor(url: string): string | null;
   /**
    * Non-2xx entries among the recent access-log lines of every Envoy (the last
    * 2000 lines each process keeps), tallied as "process status flags details".
@@ -300,6 +302,15 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
       out['envoy-floor'] = floorEnvoy.pid;
       out['null-sidecar'] = nullSidecar.pid;
       return out;
+    },
+    envoyAdminFor(url) {
+      const origin = new URL(url).origin;
+      const admins: Array<[string, string]> = [
+        [new URL(gw.base).origin, gw.stack.envoyAdminUrl],
+        [new URL(`http://${bareHost}:${floorPort}`).origin, `http://${gw.config.listen.envoyAdmin.host}:${floorAdminPort}`],
+        ...variants.map((v) => [new URL(v.base).origin, v.gateway.stack.envoyAdminUrl] as [string, string]),
+      ];
+      return admins.find(([o]) => o === origin)?.[1] ?? null;
     },
     logs: () => [gw.stack.logs(), bareEnvoy.tail(200), ...variants.map((v) => `--- gateway ${v.name} ---\n${v.gateway.stack.logs()}`)].join('\n'),
     accessLogProblems() {
