@@ -8,7 +8,7 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfigOrExit } from '../src/config/load.js';
-import { createLogger } from '../src/adapters/logger.js';
+import { closeLogger, createLogger } from '../src/adapters/logger.js';
 import { createAccountStore, createLedger, createStore } from '../src/store/create.js';
 import { createKeyEvents } from '../src/store/key-events.js';
 import { createAutoTopupTrigger } from '../src/store/auto-topup-trigger.js';
@@ -44,7 +44,7 @@ process.stdout.write(`${JSON.stringify({ event: 'listening', port })}\n`);
 const stop = async () => {
   await app.close();
   await Promise.all([store.close(), ledger.close(), accounts.close(), trigger.close(), keyEvents.close()]);
-  log.flush();
+  closeLogger(log);
   process.exit(0);
 };
 process.once('SIGINT', stop);

@@ -15,7 +15,7 @@ import { createExternalProcessorService, LiveExchanges } from './adapters/envoy/
 import { Lifecycle } from './domain/lifecycle.js';
 import { startGrpcServer } from './adapters/grpc-server.js';
 import { buildAdminServer } from './adapters/admin/server.js';
-import { createLogger } from './adapters/logger.js';
+import { closeLogger, createLogger } from './adapters/logger.js';
 import { createAccountStore, createLedger, createStore } from './store/create.js';
 import { createAutoTopupTrigger } from './store/auto-topup-trigger.js';
 import { buildAccountService } from '../account/server.js';
@@ -109,10 +109,13 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     await keyEvents.publish(hash).catch(() => log.warn('revocation not broadcast; other instances drop the key when its cache entry expires'));
   };
 
+  // Holds another process placed and this one's response processing claimed: they count in
+  // that process's hold gauges (opened there, closed there after the claim grace period).
+  const takenOver = new Set<string>();
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
     metrics.exchange(s);
-    if (s.held !== null) metrics.holdClosed(s.held);
+    if (s.held !== null && !takenOver.delete(s.requestId)) metrics.holdClosed(s.held);
     if (s.held !== null && s.principal) {
       const tenantId = s.principal.tenantId;
       billing
@@ -190,7 +193,9 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       live,
       onSummary,
       onFailure: () => metrics.error('ext_proc'),
-      claim: (tenantId, requestId) => billing.claim(tenantId, requestId),
+      claim: (tenantId, requestId) => {
+        if (!billing.claim(tenantId, requestId)) takenOver.add(requestId);
+      },
       // Ends a silent stream with an error event a second before Envoy's idle timeout would cut it.
       streamStallMs: Math.max(1000, cfg.upstream.idleTimeoutMs - 1000),
       exchange: () => exchangeDeps,
@@ -308,7 +313,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       await accounts.close();
       await trigger.close();
       await store.close();
-      log.flush();
+      closeLogger(log);
     },
   };
 }

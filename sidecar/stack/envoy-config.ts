@@ -22,6 +22,18 @@ const HEADER_HEADROOM = 20;
 export interface EnvoyRenderOptions {
   /** How Envoy reaches the sidecar ("unix:/path" or "host:port"); defaults to cfg.listen.sidecarGrpc. */
   readonly sidecarAddress?: string;
+  /**
+   * Several sidecar processes behind the one `sidecar` cluster (wins over sidecarAddress):
+   * each "unix:/path" or "host:port". The first also answers the health path.
+   */
+  readonly sidecarAddresses?: readonly string[];
+}
+
+/** The sidecar processes Envoy balances over: the option's list, else the one address. */
+function sidecarAddressesOf(cfg: Config, opts: EnvoyRenderOptions): readonly string[] {
+  const list = opts.sidecarAddresses ?? [opts.sidecarAddress ?? cfg.listen.sidecarGrpc];
+  if (list.length === 0) throw new Error('no sidecar address');
+  return list;
 }
 
 function cluster(
@@ -78,19 +90,47 @@ export function upstreamTlsSocket(host: string, tls: OutboundTls): Record<string
   };
 }
 
-function sidecarCluster(address: string, bufferLimit: number): Record<string, unknown> {
-  const endpoint = envoyAddress(address);
-  const host = (endpoint.socket_address as { address?: string } | undefined)?.address;
+/** HTTP/2 stream window (both ways) on the ext_proc and ext_authz streams: the protocol's smallest. */
+export const SIDECAR_STREAM_WINDOW = 65535;
+
+function sidecarCluster(addresses: readonly string[], bufferLimit: number): Record<string, unknown> {
+  const endpoints = addresses.map(envoyAddress);
+  // A host name (the compose service "sidecar", which resolves to every replica) is resolved by DNS; IPs and sockets are static.
+  const named = endpoints.some((e) => {
+    const host = (e.socket_address as { address?: string } | undefined)?.address;
+    return host !== undefined && isIP(host) === 0;
+  });
   return {
     name: 'sidecar',
-    // A host name (the compose service "sidecar") is resolved by DNS; IPs and sockets are static.
-    type: host !== undefined && isIP(host) === 0 ? 'STRICT_DNS' : 'STATIC',
+    type: named ? 'STRICT_DNS' : 'STATIC',
     connect_timeout: '1s',
-    load_assignment: { cluster_name: 'sidecar', endpoints: [{ lb_endpoints: [{ endpoint: { address: endpoint } }] }] },
+    // Per call (each ext_authz check and each ext_proc stream is its own HTTP/2 stream): the process
+    // with fewer calls in flight of two picked at random. A streamed response holds its ext_proc
+    // stream for its whole length and calls differ in cost, so counting what is in flight spreads
+    // the work better than taking turns (ROUND_ROBIN). One process: no choice to make.
+    lb_policy: 'LEAST_REQUEST',
+    load_assignment: { cluster_name: 'sidecar', endpoints: [{ lb_endpoints: endpoints.map((address) => ({ endpoint: { address } })) }] },
+    // A process that is gone (connections refused) is left out after two failed calls, for 5 s at a time,
+    // so the others take its share; with one process left (or one in all) Envoy still tries it.
+    outlier_detection: {
+      split_external_local_origin_errors: true,
+      consecutive_local_origin_failure: 2,
+      base_ejection_time: '5s',
+      max_ejection_percent: 50,
+    },
     typed_extension_protocol_options: {
       'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
         '@type': T('envoy.extensions.upstreams.http.v3.HttpProtocolOptions'),
-        explicit_http_config: { http2_protocol_options: { connection_keepalive: { interval: '30s', timeout: '5s' } } },
+        explicit_http_config: {
+          http2_protocol_options: {
+            connection_keepalive: { interval: '30s', timeout: '5s' },
+            // Envoy's per-stream send watermark toward the sidecar is this window (not the buffer
+            // limit below). Past it, ext_proc's side-stream watermark pauses the provider: without
+            // it (default 16 MiB), a streamed answer whose sidecar lags was read whole from the
+            // provider and queued for the sidecar while its caller read nothing (issue 9 item 4).
+            initial_stream_window_size: SIDECAR_STREAM_WINDOW,
+          },
+        },
         // Completed ext_proc streams close gracefully (layered_runtime below), but a client
         // that leaves mid-request still resets its stream. Node's HTTP/2 rapid-reset guard
         // (1000 resets per connection, then 33/s; not adjustable in Node 20) would GOAWAY the
@@ -108,7 +148,8 @@ function sidecarCluster(address: string, bufferLimit: number): Record<string, un
 
 /**
  * The key check: an ext_authz call with the headers only, before the one that reads the
- * body, on the routes whose body is read. A missing, unknown or revoked key is refused
+ * body, on the routes whose body is read, for a body larger than the connection buffer or
+ * of unknown size (smallBodyVariant). A missing, unknown or revoked key is refused
  * before Envoy buffers a byte of body beyond its per-connection buffer.
  */
 export const KEY_CHECK_FILTER = 'key-check';
@@ -179,8 +220,43 @@ const STREAMED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFE
 /** Paths the sidecar answers itself at request-header time. */
 const ANSWERED_FLOW = { ...extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE', responseHeaders: 'SKIP', responseBody: 'NONE' }), ...HEADERS_ONLY_AUTHZ };
 
+/** A copy of `route` that also requires `header` and runs the filters with `perFilter` on top of the route's own. */
+function routeVariant(route: Record<string, unknown>, header: Record<string, unknown>, perFilter: Record<string, unknown>): Record<string, unknown> {
+  const match = route.match as Record<string, unknown>;
+  return {
+    ...route,
+    match: { ...match, headers: [...((match.headers as unknown[]) ?? []), header] },
+    typed_per_filter_config: { ...(route.typed_per_filter_config as Record<string, unknown>), ...perFilter },
+  };
+}
+
+/**
+ * A body route in two variants: first one for a request that declares a body no larger
+ * than the connection buffer (content-length in [0, limit]), with no key check before the
+ * full ext_authz call (the body it buffers fits what any connection may pin anyway, and the
+ * full call refuses a bad key with the same 401); then the route as given, key check on,
+ * for a larger or undeclared (chunked) body. Both variants process the exchange alike, so
+ * the re-match after ext_authz (the flow header, a rewritten content-length) may pick
+ * either; they share a name (the access log's `route`).
+ */
+function smallBodyVariant(route: Record<string, unknown>, limit: number): Record<string, unknown>[] {
+  return [routeVariant(route, { name: 'content-length', range_match: { start: 0, end: limit + 1 } }, { [KEY_CHECK_FILTER]: extAuthzOff }), route];
+}
+
+/**
+ * An account route: GET and HEAD first, with one header-only ext_authz call (no key check
+ * before it, no body buffered: the account service reads no body on a read; a body sent
+ * anyway streams to it under Envoy's flow control, after the key was checked); then the
+ * small-body and the general variant for the other methods.
+ */
+function accountVariants(route: Record<string, unknown>, limit: number): Record<string, unknown>[] {
+  const reads = routeVariant(route, { name: ':method', string_match: { safe_regex: { regex: '^(GET|HEAD)$' } } }, HEADERS_ONLY_AUTHZ);
+  return [reads, ...smallBodyVariant(route, limit)];
+}
+
 function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, flowHeader: string): Record<string, unknown>[] {
   const p = API_PREFIX;
+  const small = (route: Record<string, unknown>) => smallBodyVariant(route, cfg.limits.connectionBufferBytes);
   const toProvider = (path: string, flow: 'stream' | 'buffer') => ({
     // Route names are what the access log's `route` field shows.
     name: `${path.split('/')[1]}_${flow}`,
@@ -218,14 +294,15 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
       route: { cluster: 'sidecar_admin', prefix_rewrite: '/readyz', timeout: '2s' },
       typed_per_filter_config: { ...HEADERS_ONLY_AUTHZ, ...disableExtProc },
     },
+    // The stream route only matches once ext_authz set the flow header (after the key check).
     toProvider('/chat/completions', 'stream'),
-    toProvider('/chat/completions', 'buffer'),
-    toProvider('/embeddings', 'buffer'),
+    ...small(toProvider('/chat/completions', 'buffer')),
+    ...small(toProvider('/embeddings', 'buffer')),
     bySidecar('models', { path_separated_prefix: `${p}/models` }),
     bySidecar('whoami', { path: `${p}/whoami` }),
     bySidecar('usage', { path: `${p}/usage` }),
-    toAccount('/credits'),
-    toAccount('/accounts'),
+    ...accountVariants(toAccount('/credits'), cfg.limits.connectionBufferBytes),
+    ...accountVariants(toAccount('/accounts'), cfg.limits.connectionBufferBytes),
     // The OpenAPI document: public, served by the account service (no credentials, no processing).
     {
       match: { path: `${p}/openapi.json` },
@@ -264,7 +341,8 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
       },
     },
     {
-      // Headers only (no body buffered yet): who is calling. Disabled on the routes whose body is never read.
+      // Headers only (no body buffered yet): who is calling. Disabled on the routes whose body is never read,
+      // and for a declared body that fits the connection buffer (smallBodyVariant).
       name: KEY_CHECK_FILTER,
       typed_config: {
         ...authzCommon,
@@ -359,6 +437,13 @@ export const ACCESS_LOG_FORMAT = {
   proc_req_body_us: '%FILTER_STATE(envoy.filters.http.ext_proc:FIELD:request_body_total_latency_us)%',
   proc_resp_headers_us: '%FILTER_STATE(envoy.filters.http.ext_proc:FIELD:response_header_latency_us)%',
   proc_resp_body_us: '%FILTER_STATE(envoy.filters.http.ext_proc:FIELD:response_body_total_latency_us)%',
+  // Microseconds from the first byte of the request: the provider request sent, its first and
+  // last byte received, the caller's first and last byte sent (where a stream's time goes).
+  upstream_tx_us: '%COMMON_DURATION(DS_RX_BEG:US_TX_BEG:us)%',
+  upstream_rx_first_us: '%COMMON_DURATION(DS_RX_BEG:US_RX_BEG:us)%',
+  upstream_rx_last_us: '%COMMON_DURATION(DS_RX_BEG:US_RX_END:us)%',
+  downstream_tx_first_us: '%COMMON_DURATION(DS_RX_BEG:DS_TX_BEG:us)%',
+  downstream_tx_last_us: '%COMMON_DURATION(DS_RX_BEG:DS_TX_END:us)%',
 };
 
 /** Renders the full Envoy bootstrap for a validated gateway config. */
@@ -505,14 +590,14 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
         },
       ],
       clusters: [
-        sidecarCluster(opts.sidecarAddress ?? cfg.listen.sidecarGrpc, cfg.limits.maxResponseBytes + 1024 * 1024),
+        sidecarCluster(sidecarAddressesOf(cfg, opts), cfg.limits.maxResponseBytes + 1024 * 1024),
         // What Envoy reads ahead from the provider while the caller is slow to read (a slow reader pins no more).
         {
           ...cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs, tls: cfg.upstream.tls }),
           per_connection_buffer_limit_bytes: cfg.limits.connectionBufferBytes,
         },
         cluster('account', account, { connectTimeoutMs: 2000 }),
-        cluster('sidecar_admin', sidecarAdminTarget(cfg, opts.sidecarAddress ?? cfg.listen.sidecarGrpc), { connectTimeoutMs: 1000 }),
+        cluster('sidecar_admin', sidecarAdminTarget(cfg, sidecarAddressesOf(cfg, opts)[0] as string), { connectTimeoutMs: 1000 }),
       ],
     },
   };

@@ -6,7 +6,9 @@
 // (docker-compose: the envoy-config service; Kubernetes: an init container),
 // writing to a volume Envoy reads. ENVOY_SIDECAR_ADDRESS says how Envoy reaches
 // the sidecar when that differs from where the sidecar listens (compose:
-// "sidecar:50051"; in a Pod both use the same unix socket, so it is unset).
+// "sidecar:50051"; in a Pod both use the same unix socket, so it is unset);
+// a comma-separated list puts several sidecar processes behind Envoy's one
+// sidecar cluster (several sidecar containers in a Pod, each its own socket).
 // A configuration with problems lists them all on stderr and exits 2.
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -17,7 +19,8 @@ import { renderEnvoyConfig } from './envoy-config.js';
 /** Envoy's bootstrap for this environment (throws ConfigError listing every problem). */
 export function renderFromEnvironment(env: NodeJS.ProcessEnv = process.env): string {
   const cfg = loadConfig({ env });
-  return renderEnvoyConfig(cfg, env.ENVOY_SIDECAR_ADDRESS ? { sidecarAddress: env.ENVOY_SIDECAR_ADDRESS } : {});
+  const addresses = (env.ENVOY_SIDECAR_ADDRESS ?? '').split(',').map((a) => a.trim()).filter((a) => a !== '');
+  return renderEnvoyConfig(cfg, addresses.length ? { sidecarAddresses: addresses } : {});
 }
 
 if (import.meta.url === pathToFileURL(resolve(process.argv[1] ?? '')).href) {

@@ -8,6 +8,7 @@ import { renderEnvoyConfig } from './envoy-config.js';
 import { ManagedProcess, listeningLine } from './process.js';
 import { REPO_ROOT } from './paths.js';
 import { assertPortsFree, listenersOf } from './preflight.js';
+import { SIDECAR_NODE_FLAGS } from './node-flags.js';
 
 /**
  * The whole gateway as processes, in the order that matters: the upstream
@@ -30,6 +31,11 @@ export interface StackOptions {
   readonly nodeArgs?: Readonly<Record<string, readonly string[]>>;
   /** Write each process's output to `<logDir>/<name>.log` (npm start: the run directory). */
   readonly logDir?: string;
+  /**
+   * Sidecar processes behind Envoy's one sidecar cluster (default 1; npm start: SIDECAR_PROCESSES).
+   * More than one needs a shared store (Redis): the memory store lives inside one process.
+   */
+  readonly sidecars?: number;
 }
 
 export interface Stack {
@@ -46,6 +52,8 @@ export interface Stack {
   /** The payment provider's base URL (null: none configured). */
   readonly paymentsUrl: string | null;
   readonly processes: ManagedProcess[];
+  /** The sidecar processes: "sidecar" (gRPC at listen.sidecarGrpc, operator API at listen.admin), then "sidecar-2" … */
+  readonly sidecars: ReadonlyArray<{ readonly process: ManagedProcess; readonly grpc: string; readonly adminUrl: string }>;
   process(name: string): ManagedProcess;
   /** Process name → its log file (empty without `logDir`). */
   readonly logFiles: Readonly<Record<string, string>>;
@@ -70,7 +78,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     return (logFiles[name] = join(opts.logDir, `${name}.log`));
   };
   const spawnTs = (name: string, script: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}, stopGraceMs?: number) => {
-    const p = new ManagedProcess(name, process.execPath, [...(opts.nodeArgs?.[name] ?? []), ...TSX, join(REPO_ROOT, script), ...args], {
+    // The sidecar's heap flags first: a flag in opts.nodeArgs (later on the command line) overrides them.
+    const heapFlags = isSidecar(name) ? SIDECAR_NODE_FLAGS : [];
+    const p = new ManagedProcess(name, process.execPath, [...heapFlags, ...(opts.nodeArgs?.[name] ?? []), ...TSX, join(REPO_ROOT, script), ...args], {
       env: { ...env, ...extraEnv },
       cwd: REPO_ROOT,
       echo: opts.echo,
@@ -91,12 +101,14 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const byName = (n: string) => processes.find((p) => p.name === n);
     const envoy = byName('envoy');
     if (envoy?.running) await fetch(`${envoyAdminUrl}/drain_listeners?graceful`, { method: 'POST' }).catch(() => undefined);
-    await byName('sidecar')?.stop();
+    await Promise.all(processes.filter((p) => isSidecar(p.name)).map((p) => p.stop()));
     await envoy?.stop();
     for (const p of [...processes].reverse()) await p.stop();
   };
 
   try {
+    const sidecarCount = opts.sidecars ?? 1;
+    assertSidecarCount(cfg, sidecarCount);
     const upstream = new URL(cfg.upstream.baseUrl);
     requireUpstreamTlsFiles(cfg);
     await assertPortsFree(listenersOf(cfg, opts.simulator));
@@ -123,11 +135,23 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const tokenFile = join(opts.runDir, 'admin-token');
     // SIGKILL only well after the drain deadline: the sidecar settles and closes its stores first.
     const sidecarGraceMs = cfg.shutdown.drainSeconds * 1000 + 15_000;
-    const sidecar = spawnTs('sidecar', 'sidecar/src/main.ts', [], { GATEWAY_CONFIG: configPath, ADMIN_TOKEN_FILE: tokenFile }, sidecarGraceMs);
-    await sidecar.waitForLine(listeningLine, 20_000);
+    const spawnSidecar = async (i: number) => {
+      // The first as configured; each other one its own socket (or port), operator API port (any free one) and journal.
+      const grpc = nthSidecarAddress(cfg.listen.sidecarGrpc, i);
+      const own = i === 0 ? {} : { SIDECAR_GRPC: grpc, ADMIN_PORT: '0', SETTLEMENT_JOURNAL: nthFile(cfg.billing.journalPath, i) };
+      const name = i === 0 ? 'sidecar' : `sidecar-${i + 1}`;
+      const p = spawnTs(name, 'sidecar/src/main.ts', [], { GATEWAY_CONFIG: configPath, ADMIN_TOKEN_FILE: tokenFile, ...own }, sidecarGraceMs);
+      const ready = await p.waitForLine(listeningLine, 20_000);
+      // A TCP address on port 0: the port it got.
+      const bound = grpc.startsWith('unix:') ? grpc : `${grpc.slice(0, grpc.lastIndexOf(':'))}:${String(ready.grpcPort)}`;
+      return { process: p, grpc: bound, adminUrl: `http://${loopbackFor(cfg.listen.admin.host)}:${String(ready.adminPort)}` };
+    };
+    // The first writes the operator token file the others read.
+    const first = await spawnSidecar(0);
+    const sidecars = [first, ...(await Promise.all(Array.from({ length: sidecarCount - 1 }, (_, i) => spawnSidecar(i + 1))))];
 
     const envoyPath = join(opts.runDir, 'envoy.yaml');
-    writeFileSync(envoyPath, renderEnvoyConfig(cfg));
+    writeFileSync(envoyPath, renderEnvoyConfig(cfg, { sidecarAddresses: sidecars.map((x) => x.grpc) }));
     const envoyArgs = [
       '-c', envoyPath, '--log-level', opts.envoyLogLevel ?? 'warn',
       '--use-dynamic-base-id', // a free base id: stacks run side by side
@@ -141,7 +165,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await envoy.waitForLive(`${envoyAdminUrl}/ready`, 20_000);
 
     const adminUrl = `http://${cfg.listen.admin.host}:${cfg.listen.admin.port}`;
-    const hostForUrl = ['0.0.0.0', '::'].includes(cfg.listen.gateway.host) ? '127.0.0.1' : cfg.listen.gateway.host;
+    const hostForUrl = loopbackFor(cfg.listen.gateway.host);
     return {
       config: cfg,
       gatewayUrl: `http://${hostForUrl}:${cfg.listen.gateway.port}`,
@@ -153,6 +177,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       simulatorUrl: `${upstream.protocol}//${upstream.host}`,
       paymentsUrl: cfg.accountService.paymentsUrl,
       processes,
+      sidecars,
       logFiles,
       process(name) {
         const p = processes.find((x) => x.name === name);
@@ -166,6 +191,34 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     await stopAll();
     throw err;
   }
+}
+
+const isSidecar = (name: string) => name === 'sidecar' || name.startsWith('sidecar-');
+const loopbackFor = (host: string) => (['0.0.0.0', '::'].includes(host) ? '127.0.0.1' : host);
+
+/** Several sidecar processes share one store; the memory store lives inside one process, so it cannot. */
+export function assertSidecarCount(cfg: Config, n: number): void {
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`sidecar processes: ${n} is not a whole number from 1 to 64`);
+  if (n > 1 && cfg.store.kind === 'memory') {
+    throw new Error(`sidecar processes: ${n} need a shared store, and the memory store lives inside one process; use Redis (store.kind: redis, or REDIS_URL)`);
+  }
+}
+
+/** The i-th sidecar's gRPC address (0: as configured): unix:/x/sidecar.sock → unix:/x/sidecar-2.sock; host:port → host:(port+i). */
+export function nthSidecarAddress(address: string, i: number): string {
+  if (i === 0) return address;
+  if (address.startsWith('unix:')) return `unix:${nthFile(address.slice('unix:'.length), i)}`;
+  const colon = address.lastIndexOf(':');
+  const port = Number(address.slice(colon + 1));
+  if (port === 0) return address; // any free port, each its own
+  return `${address.slice(0, colon)}:${port + i}`;
+}
+
+/** /x/name.ext → /x/name-<i+1>.ext (0: unchanged). */
+function nthFile(path: string, i: number): string {
+  if (i === 0) return path;
+  const m = /^(.*?)(\.[^./]*)?$/.exec(path) as RegExpExecArray;
+  return `${m[1]}-${i + 1}${m[2] ?? ''}`;
 }
 
 /**

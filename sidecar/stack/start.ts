@@ -10,7 +10,7 @@ import { checkProvider } from '../src/adapters/provider-check.js';
 import { BUNDLED_ENVOY, findEnvoy, installEnvoy, envoyVersion } from './envoy-bin.js';
 import { ENVOY_VERSION } from './envoy-config.js';
 import { REPO_ROOT } from './paths.js';
-import { startStack, withPorts, type Stack } from './stack.js';
+import { assertSidecarCount, startStack, withPorts, type Stack } from './stack.js';
 import { AdminClient } from '../cli/admin-client.js';
 import { ensureDevIdentity } from './dev-idp.js';
 import { withHttpsSimulator } from './dev-ca.js';
@@ -28,6 +28,7 @@ import { DEV_CREDIT_MICROS, ensureDevTenant, type DevTenant } from './dev-tenant
  *                      unset: only when upstream.baseUrl is the default simulator URL
  *   START_DEV_TENANT   0: create no development tenant, key or credit
  *   STACK_ECHO         1: also echo every process's output to this terminal
+ *   SIDECAR_PROCESSES  sidecar processes behind Envoy (default 1; more need Redis: REDIS_URL)
  */
 
 /** True when UPSTREAM_URL or the configuration file names a provider (even one at the default address, a vLLM on :8000). */
@@ -56,9 +57,19 @@ function shown(path: string): string {
   return rel && !rel.startsWith('..') && !rel.startsWith(sep) ? rel : path;
 }
 
+/** SIDECAR_PROCESSES: a whole number (default 1; assertSidecarCount checks the range and the store). */
+export function sidecarProcesses(env: NodeJS.ProcessEnv): number {
+  const v = env.SIDECAR_PROCESSES?.trim();
+  if (!v) return 1;
+  if (!/^\d+$/.test(v)) throw new Error('SIDECAR_PROCESSES: must be a whole number (sidecar processes behind Envoy, default 1)');
+  return Number(v);
+}
+
 async function main() {
   const cfg = loadConfigOrExit();
   const env = process.env;
+  const sidecars = sidecarProcesses(env);
+  assertSidecarCount(cfg, sidecars);
   const runDir = resolve(env.RUN_DIR || join(REPO_ROOT, '.run'));
   const simulator = wantsSimulator(cfg, env);
 
@@ -90,12 +101,12 @@ async function main() {
 
   const storeText = cfg.store.kind === 'redis' ? `Redis at ${redactRedisUrl(cfg.store.url)}` : 'in-memory store';
   process.stdout.write(
-    `Starting: ${simulator ? 'simulator, ' : ''}${paymentSimulator ? 'payment simulator, ' : ''}account service, sidecar (${storeText}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`,
+    `Starting: ${simulator ? 'simulator, ' : ''}${paymentSimulator ? 'payment simulator, ' : ''}account service, ${sidecars > 1 ? `${sidecars} sidecar processes` : 'sidecar'} (${storeText}), Envoy ${envoyVersion(envoyBin)}${envoyBin === BUNDLED_ENVOY ? ' (bundled)' : ''} …\n`,
   );
   if (!simulator) process.stdout.write(`Provider:  ${cfg.upstream.baseUrl} (configured; the bundled simulator is not started)\n`);
   const logDir = join(runDir, 'logs');
   // The sidecar logs its own provider check; this process prints it below.
-  const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.simulatorArgs, paymentSimulator, logDir, echo: env.STACK_ECHO === '1' });
+  const stack = await startStack({ config, envoyBin, runDir, simulator, simulatorArgs: simulatorTls?.simulatorArgs, paymentSimulator, logDir, echo: env.STACK_ECHO === '1', sidecars });
 
   let stopping = false;
   const stop = async (code: number) => {

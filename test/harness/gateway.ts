@@ -55,6 +55,8 @@ export interface GatewayOptions {
   readonly simulatorTls?: boolean;
   /** Billing on (the account service's /credits*) with the bundled payment simulator as the provider. */
   readonly billing?: boolean | 'no-payments';
+  /** Sidecar processes behind Envoy (default 1; more need store: 'redis'). */
+  readonly sidecars?: number;
 }
 
 
@@ -116,6 +118,7 @@ async function startGatewayOnce(opts: GatewayOptions): Promise<TestGateway> {
       // No start-up provider check: tests count the simulator's requests (test/unit/first-hour.test.ts covers it).
       env: { TEST_UPSTREAM_KEY: upstreamKey, PROVIDER_CHECK: '0', ...(opts.env ?? {}) },
       nodeArgs: opts.nodeArgs,
+      sidecars: opts.sidecars,
     });
   } catch (err) {
     await redis?.stop();

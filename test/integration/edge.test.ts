@@ -89,6 +89,91 @@ describe('3. a caller without a valid key is refused before its body is buffered
   });
 });
 
+describe('3. the key check before the body runs only where a body could be larger than the connection buffer', () => {
+  /** ext_authz calls Envoy made so far (both filters, the key check and the full check, count here). */
+  const authzCalls = async () => {
+    const text = await (await fetch(`${gw.stack.envoyAdminUrl}/stats?filter=^http\\.gateway\\.ext_authz\\.(ok|denied)$`)).text();
+    return [...text.matchAll(/: (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+  };
+  const counted = async (run: () => Promise<number>) => {
+    const before = await authzCalls();
+    const status = await run();
+    return { status, calls: (await authzCalls()) - before };
+  };
+  const small = JSON.stringify(chatBody());
+  const chunkedHead = (key: string) =>
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-API-Key: ${key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`;
+
+  it('a small chat, embeddings or account request with a content-length: one ext_authz call', async () => {
+    expect(await counted(async () => (await post(`${gw.base}/chat/completions`, chatBody(), gw.key)).status)).toEqual({ status: 200, calls: 1 });
+    expect(await counted(async () => (await post(`${gw.base}/chat/completions`, chatBody({ stream: true }), gw.key)).status)).toEqual({ status: 200, calls: 1 });
+    expect(await counted(async () => (await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: 'x' }, gw.key)).status)).toEqual({ status: 200, calls: 1 });
+    const limit = gw.config.limits.connectionBufferBytes;
+    const atLimit = JSON.stringify(chatBody({ messages: [{ role: 'user', content: 'x'.repeat(limit - small.length + 'hello'.length) }] }));
+    expect(Buffer.byteLength(atLimit)).toBe(limit);
+    // The account service's answer does not matter here (billing is off: a 404 envelope), only the calls.
+    expect((await counted(async () => (await call(`${gw.base}/credits/topup`, { method: 'POST', key: gw.key, body: '{}' })).status)).calls).toBe(1);
+    expect((await counted(async () => (await call(`${gw.base}/accounts/me`, { method: 'PUT', key: gw.key, body: '{}' })).status)).calls).toBe(1);
+    expect(await counted(async () => (await call(`${gw.base}/chat/completions`, { method: 'POST', key: gw.key, body: atLimit })).status)).toEqual({ status: 200, calls: 1 });
+  });
+
+  it('a GET or HEAD on the account paths (no content-length): one header-only ext_authz call, and a bad key still gets the one 401', async () => {
+    for (const method of ['GET', 'HEAD']) {
+      expect((await counted(async () => (await call(`${gw.base}/accounts/me`, { method, key: gw.key })).status)).calls, method).toBe(1);
+      expect((await counted(async () => (await call(`${gw.base}/credits`, { method, key: gw.key })).status)).calls, method).toBe(1);
+    }
+    const refused = await call(`${gw.base}/accounts/me`, { method: 'GET', key: `svc_pk_${'A'.repeat(43)}` });
+    expectEnvelope(refused, 401, 'AUTH_001', 'authentication_error');
+  });
+
+  it('a bad key on a small body is still refused by the one check, with the same 401 envelope', async () => {
+    const sent = await providerCount();
+    const got = await counted(async () => {
+      const r = await post(`${gw.base}/chat/completions`, chatBody(), `svc_pk_${'A'.repeat(43)}`);
+      expectEnvelope(r, 401, 'invalid_api_key');
+      return r.status;
+    });
+    expect(got).toEqual({ status: 401, calls: 1 });
+    expect(await providerCount()).toBe(sent);
+  });
+
+  it('a body above the connection buffer, or one without a content-length (chunked): the key check first, two calls', async () => {
+    const limit = gw.config.limits.connectionBufferBytes;
+    const above = chatBody({ messages: [{ role: 'user', content: 'x'.repeat(limit) }] });
+    expect(await counted(async () => (await post(`${gw.base}/chat/completions`, above, gw.key)).status)).toEqual({ status: 200, calls: 2 });
+    const chunked = `${small.length.toString(16)}\r\n${small}\r\n0\r\n\r\n`;
+    expect(await counted(async () => parseRaw(await rawExchange(`${chunkedHead(gw.key)}${chunked}`)).status)).toEqual({ status: 200, calls: 2 });
+    expect((await counted(async () => (await call(`${gw.base}/credits/topup`, { method: 'POST', key: gw.key, body: 'x'.repeat(limit + 1) })).status)).calls).toBe(2);
+  });
+
+  it('a content-length that lies cannot carry a large body past the skipped key check: HTTP/2 resets the stream at once', async () => {
+    const { connect: h2connect } = await import('node:http2');
+    const session = h2connect(`http://127.0.0.1:${gatewayPort()}`);
+    const sent = await providerCount();
+    try {
+      const outcome = await new Promise<string>((resolve) => {
+        const req = session.request({ ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json', 'content-length': '100' });
+        req.on('response', (h) => resolve(`answered ${String(h[':status'])}`));
+        req.on('error', () => resolve(`reset ${req.rstCode}`));
+        const chunk = Buffer.alloc(64 * 1024, 0x20);
+        let written = 0;
+        const pump = () => {
+          while (written < 4 * 1024 * 1024 && !req.destroyed) {
+            written += chunk.length;
+            if (!req.write(chunk)) return void req.once('drain', pump);
+          }
+          req.end();
+        };
+        pump();
+      });
+      expect(outcome).toBe('reset 1'); // PROTOCOL_ERROR: more DATA than the declared length
+    } finally {
+      session.close();
+    }
+    expect(await providerCount()).toBe(sent);
+  });
+});
+
 describe('5. deeply nested JSON', () => {
   it('10,000 levels in 20 KB: a 400 naming the body, not a 503', async () => {
     const deep = `{"model":"svc-core","messages":[{"role":"user","content":"hi","x":${'['.repeat(10_000)}${']'.repeat(10_000)}}]}`;

@@ -68,6 +68,29 @@ describe('streamed chat completions', () => {
     for (const name of INTERNAL) expect(r.raw).not.toContain(name);
   });
 
+  it.each([
+    ['1 to 500-byte slices 1 ms apart', '#sim:sliced'],
+    ['1 to 7-byte slices (every event in many pieces)', '#sim:slice-max=7 #sim:slice-seed=11'],
+    ['slices with several events each', '#sim:slice-max=2000 #sim:slice-gap=3 #sim:slice-seed=5'],
+  ])('a provider that writes its stream in uneven slices (%s): every event, usage, [DONE], the alias', async (_name, directive) => {
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody(`Hello #sim:tokens=9 ${directive}`, { stream_options: { include_usage: true } }), gw.key);
+    expect(r.status).toBe(200);
+    expect(r.error).toBeNull();
+    expect(r.events[r.events.length - 1]).toBe('[DONE]');
+    expect(r.raw.endsWith('data: [DONE]\n\n')).toBe(true);
+    const chunks = r.events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(chunks).toHaveLength(12); // role + 9 words + finish + usage
+    for (const c of chunks) expect(c).toMatchObject({ object: 'chat.completion.chunk', model: 'svc-core' });
+    const text = chunks.flatMap((c) => c.choices.map((ch: any) => ch.delta.content ?? '')).join('');
+    expect(text.trim().split(/\s+/)).toHaveLength(9);
+    expect(chunks.filter((c) => c.choices[0]?.finish_reason === 'stop')).toHaveLength(1);
+    const last = chunks[chunks.length - 1];
+    expect(last.choices).toEqual([]);
+    expect(last.usage).toMatchObject({ completion_tokens: 9 });
+    expect(last.svc).toMatchObject({ alias: 'svc-core' });
+    for (const name of INTERNAL) expect(r.raw).not.toContain(name);
+  });
+
   it('asks the provider for usage itself, whatever the client sent in stream_options', async () => {
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('Hi', { stream_options: { include_usage: false } }), gw.key);
     const chunks = r.events.slice(0, -1).map((e) => JSON.parse(e));

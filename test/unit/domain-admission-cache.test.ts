@@ -56,4 +56,25 @@ describe('AdmissionCache', () => {
     expect(c.size).toBe(1);
     expect(c.take('next', body)).toBe(a);
   });
+
+  it('a miss (ext_authz ran in another process) admits the body again to the same result: what is sent upstream and what is priced', () => {
+    // Each process builds its own catalogue from the same configuration.
+    const other = { ...policy, catalog: new Catalog(parseConfig(defaultConfig('svc')).models, 'svc') };
+    const bodies: Array<['chat' | 'embeddings', unknown]> = [
+      ['chat', { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }],
+      ['chat', { model: 'svc-quick', stream: true, max_tokens: 20, messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'x' }] }],
+      ['chat', { model: 'svc-deep', max_tokens: 10, temperature: 0.2, tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }], messages: [{ role: 'user', content: 'y' }] }],
+      ['embeddings', { model: 'svc-embed', input: ['a', 'b'] }],
+    ];
+    for (const [endpoint, json] of bodies) {
+      const raw = Buffer.from(JSON.stringify(json));
+      const here = admitBody(endpoint, 'POST', raw, policy);
+      expect(here.ok).toBe(true);
+      const c = new AdmissionCache();
+      if (here.ok) c.put('req-x', raw, here);
+      const there = new AdmissionCache().take('req-x', raw) ?? admitBody(endpoint, 'POST', raw, other); // the other process: a miss
+      expect(there).toEqual(here);
+      expect(c.take('req-x', raw)).toBe(here); // this process: the hit hands over the same admission
+    }
+  });
 });

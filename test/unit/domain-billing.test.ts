@@ -36,7 +36,7 @@ describe('Billing', () => {
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     expect((await billing.admit(principal, ctxOf('a'), 'req-left')).ok).toBe(true);
     expect((await billing.admit(principal, ctxOf('b'), 'req-claimed')).ok).toBe(true);
-    billing.claim('ten_1', 'req-claimed');
+    expect(billing.claim('ten_1', 'req-claimed')).toBe(true); // placed here: a local claim
     const during = await ledger.account('ten_1', '2026-11');
     expect(during.held).toBeGreaterThan(0);
     await sleep(1300);
@@ -54,7 +54,7 @@ describe('Billing', () => {
     const procSide = new Billing(ledger, cfg.billing, journal(), quiet);
     expect((await authzSide.admit(principal, ctxOf('a'), 'req-x')).ok).toBe(true);
     const held = (await ledger.account('ten_1', '2026-11')).held;
-    procSide.claim('ten_1', 'req-x'); // not pending there: recorded in the store
+    expect(procSide.claim('ten_1', 'req-x')).toBe(false); // not pending there: recorded in the store, taken over
     await sleep(1300); // authzSide's grace timer fires
     expect((await ledger.account('ten_1', '2026-11')).held).toBe(held);
   });

@@ -1,6 +1,7 @@
 // The ext_proc adapter over real gRPC: a step that throws fails only its own
 // exchange, with a gRPC status Envoy acts on at once (fail closed), never a
-// stream left open or an exception that takes the process down.
+// stream left open or an exception that takes the process down; a streamed
+// response gets an answer only for provider reads that complete an event.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
 import type { ExchangeSummary } from '../../sidecar/src/domain/exchange.js';
-import { ExternalProcessorService, type ProcessingRequest, type ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
+import { ExternalProcessorService, ProcessingRequest, type ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 
 const cfg = parseConfig(defaultConfig('svc'));
 const catalog = new Catalog(cfg.models, 'svc');
@@ -35,8 +36,8 @@ beforeAll(async () => {
       usage: async () => ({ ok: true, body: '{}' }),
     },
     log: pino({ level: 'silent' }),
-    claim: () => {
-      throw new Error('claim exploded');
+    claim: (_tenant, requestId) => {
+      if (requestId === 'req-boom') throw new Error('claim exploded');
     },
     streamStallMs: 60_000,
     onSummary: (s) => summaries.push(s),
@@ -56,23 +57,70 @@ function open(): ClientDuplexStream<ProcessingRequest, ProcessingResponse> {
   return client.process();
 }
 
+/** The first message of a chat exchange the gate admitted (principal and hold in ext_authz's metadata). */
+function chatRequestBody(requestId: string, request: Record<string, unknown>): ProcessingRequest {
+  return {
+    requestBody: { body: Buffer.from(JSON.stringify(request)), endOfStream: true, endOfStreamWithoutMessage: false, grpcMessageCompressed: false },
+    metadataContext: {
+      filterMetadata: { 'envoy.filters.http.ext_authz': { tenant_id: 'ten_1', subject_id: 'key_1', auth_method: 'api_key', scopes: 'ai', key_id: 'key_1', role: '', held: '100' } },
+      typedFilterMetadata: {},
+    },
+    attributes: { 'envoy.filters.http.ext_proc': { 'request.id': requestId, 'request.path': '/v1/chat/completions', 'request.method': 'POST' } },
+    observabilityMode: false,
+  } as ProcessingRequest;
+}
+
 describe('ext_proc adapter failures', () => {
   it('a step that throws ends the call with INTERNAL at once and closes the exchange', async () => {
     const call = open();
     const ended = new Promise<ServiceError>((resolve) => call.on('error', resolve));
-    const body = Buffer.from(JSON.stringify({ model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }));
-    call.write({
-      requestBody: { body, endOfStream: true, endOfStreamWithoutMessage: false, grpcMessageCompressed: false },
-      metadataContext: {
-        filterMetadata: { 'envoy.filters.http.ext_authz': { tenant_id: 'ten_1', subject_id: 'key_1', auth_method: 'api_key', scopes: 'ai', key_id: 'key_1', role: '', held: '100' } },
-        typedFilterMetadata: {},
-      },
-      attributes: { 'envoy.filters.http.ext_proc': { 'request.id': 'req-boom', 'request.path': '/v1/chat/completions', 'request.method': 'POST' } },
-      observabilityMode: false,
-    } as ProcessingRequest);
+    call.write(chatRequestBody('req-boom', { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }));
     // Without a status the call would stay open until Envoy's own timeout; 3 s is far beyond a status sent at once.
     const err = await Promise.race([ended, new Promise<null>((r) => setTimeout(() => r(null), 3000))]);
     expect(err?.code).toBe(13);
     expect(summaries.find((s) => s.requestId === 'req-boom')).toBeDefined();
+  });
+});
+
+describe('ext_proc adapter, a streamed response', () => {
+  const header = (key: string, value: string) => ({ key, value: '', rawValue: Buffer.from(value) });
+  const bodyMessage = (text: string, endOfStream = false) => ProcessingRequest.fromPartial({ responseBody: { body: Buffer.from(text), endOfStream } });
+  const event = (content: string) =>
+    `data: {"id":"p","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":null}]}\n\n`;
+
+  it('answers a provider read only when it completes an event, before the first event and after it; one summary when it ends', async () => {
+    const call = open();
+    const answers: ProcessingResponse[] = [];
+    const waiting: Array<{ n: number; resolve: () => void }> = [];
+    call.on('data', (r: ProcessingResponse) => {
+      answers.push(r);
+      for (const w of waiting) if (answers.length >= w.n) w.resolve();
+    });
+    /** Resolves once n answers have arrived (answers come in order, so the nth is the one to check). */
+    const answered = (n: number) => new Promise<void>((resolve) => (answers.length >= n ? resolve() : waiting.push({ n, resolve })));
+    call.write(chatRequestBody('req-slices', { model: 'svc-core', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+    await answered(1);
+    call.write(ProcessingRequest.fromPartial({ responseHeaders: { headers: { headers: [header(':status', '200'), header('content-type', 'text/event-stream')] } } }));
+    const first = event('one');
+    call.write(bodyMessage(first.slice(0, 20))); // no event yet: no answer, and the headers stay held
+    call.write(bodyMessage(first.slice(20)));
+    await answered(3);
+    expect(answers[1]?.responseHeaders).toBeDefined();
+    expect(answers[2]?.responseBody?.response?.bodyMutation?.streamedResponse?.body.toString()).toContain('"content":"one"');
+    const second = event('two');
+    call.write(bodyMessage(second.slice(0, 30))); // a slice of an event after the first one: no answer either
+    call.write(bodyMessage(second.slice(30)));
+    await answered(4);
+    expect(answers[3]?.responseBody?.response?.bodyMutation?.streamedResponse?.body.toString()).toContain('"content":"two"');
+    call.write(bodyMessage('data: {"id":"p","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n', true));
+    await answered(5);
+    const last = answers[4]?.responseBody?.response?.bodyMutation?.streamedResponse;
+    expect(last?.endOfStream).toBe(true);
+    expect(last?.body.toString()).toContain('data: [DONE]');
+    expect(answers).toHaveLength(5);
+    await new Promise((r) => call.on('end', r).on('error', r));
+    const summary = summaries.filter((s) => s.requestId === 'req-slices');
+    expect(summary).toHaveLength(1);
+    expect(summary[0]?.outcome).toBe('ok');
   });
 });

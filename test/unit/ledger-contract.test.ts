@@ -562,6 +562,26 @@ export function describeLedgerContract(
       expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 880, held: 0, cap: null, spent: 120 });
     });
 
+    it('a claim (another instance\'s response processing) and the placing instance\'s grace release, in either order: one wins whole, the settlement books once', async () => {
+      await grant(ledger, 10_000);
+      const ids = Array.from({ length: 10 }, () => rid());
+      for (const id of ids) await ledger.reserve(reserveInput(id, { amount: 100 }));
+      // Both sent at once (one connection: Redis runs them in the order sent); even ids: the claim first.
+      const released = await Promise.all(
+        ids.map(async (id, i) => {
+          if (i % 2 === 0) return (await Promise.all([ledger.claim(T, id, 'inst-b'), ledger.releaseUnclaimed(T, id)]))[1];
+          return (await Promise.all([ledger.releaseUnclaimed(T, id), ledger.claim(T, id, 'inst-b')]))[0];
+        }),
+      );
+      expect(released).toEqual(ids.map((_, i) => i % 2 === 1)); // a claimed hold is never released; a released one is not claimed back
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000, held: 500, cap: null, spent: 0 });
+      // Each request settles once: from its hold, or (released first) from the available balance.
+      for (const id of ids) expect(await ledger.settle(settleInput(id, 60))).toMatchObject({ applied: true, charged: 60 });
+      for (const id of ids) expect((await ledger.settle(settleInput(id, 60))).applied).toBe(false);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000 - 600, held: 0, cap: null, spent: 600 });
+      for (const id of ids) expect(await ledger.releaseUnclaimed(T, id)).toBe(false);
+    });
+
     it('a release before its reserve leaves a tombstone: the late reserve holds nothing (a command sent before an outage, run after it)', async () => {
       await grant(ledger, 1_000);
       const late = rid();

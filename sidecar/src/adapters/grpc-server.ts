@@ -1,12 +1,26 @@
 import { lstatSync, unlinkSync } from 'node:fs';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { AuthorizationService, type AuthorizationServer } from '../generated/envoy/service/auth/v3/external_auth.js';
-import { ExternalProcessorService, type ExternalProcessorServer } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
+import { AuthorizationService, CheckResponse, type AuthorizationServer } from '../generated/envoy/service/auth/v3/external_auth.js';
+import {
+  ExternalProcessorService,
+  ProcessingResponse,
+  type ExternalProcessorServer,
+} from '../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { decodeProcessingRequest } from './envoy/processing-request-decode.js';
+import { reusedWriterSerializer } from './grpc-codec.js';
 
-/** The generated ext_proc service with the response-phase decoder (processing-request-decode.ts). */
+/** The generated ext_proc service with the response-phase decoder (processing-request-decode.ts) and the reused writer (grpc-codec.ts). */
 const ExternalProcessorLean = {
-  process: { ...ExternalProcessorService.process, requestDeserialize: (value: Buffer) => decodeProcessingRequest(value) },
+  process: {
+    ...ExternalProcessorService.process,
+    requestDeserialize: (value: Buffer) => decodeProcessingRequest(value),
+    responseSerialize: reusedWriterSerializer(ProcessingResponse.encode),
+  },
+} as const;
+
+/** The generated ext_authz service with the reused writer. */
+const AuthorizationLean = {
+  check: { ...AuthorizationService.check, responseSerialize: reusedWriterSerializer(CheckResponse.encode) },
 } as const;
 
 /** Serves ext_authz and ext_proc on one gRPC server ("unix:/path" or "host:port"). */
@@ -22,7 +36,7 @@ export async function startGrpcServer(
     'grpc.enable_channelz': 0,
   });
   removeStaleSocket(address);
-  server.addService(AuthorizationService, services.authz as never);
+  server.addService(AuthorizationLean, services.authz as never);
   server.addService(ExternalProcessorLean, services.extProc as never);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),

@@ -60,6 +60,8 @@ function applyEnv(raw: Plain, env: Env, problems: string[]): void {
   else if (billing === 'false' || billing === '0') setPath(raw, ['accountService', 'billingEnabled'], false);
   else if (billing !== undefined && billing !== '') problems.push('BILLING_ENABLED: must be true or false');
   str('LOG_LEVEL', ['log', 'level']);
+  // Each of several sidecar processes on one host keeps its own journal (a shared file loses lines).
+  str('SETTLEMENT_JOURNAL', ['billing', 'journalPath']);
   str('IDENTITY_JWKS_FILE', ['identity', 'jwksFile']);
   str('IDENTITY_JWKS_URL', ['identity', 'jwksUrl']);
   // Switches to Redis (REDIS_URL) or a Redis Cluster (REDIS_CLUSTER_NODES: comma-separated

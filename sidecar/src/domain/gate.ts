@@ -62,7 +62,8 @@ export class Gate {
   /**
    * The key check, on headers alone, before any body is buffered: the same
    * 401/403 (and 431) answers as check(), so a refused caller never gets a
-   * large body held in memory. check() runs in full afterwards.
+   * large body held in memory. check() runs in full afterwards. (Envoy asks
+   * only for a body larger than its connection buffer or of unknown size.)
    */
   async authenticate(req: Omit<GateRequest, 'body' | 'method' | 'requestId'>): Promise<GateOutcome> {
     if (this.headersOverLimit(req)) return this.tooManyHeaders();

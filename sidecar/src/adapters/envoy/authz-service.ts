@@ -12,7 +12,7 @@ import { pathOnly } from '../../domain/auth/routes.js';
 /** Namespace Envoy stores ext_authz dynamic metadata under (forwarded to ext_proc). */
 export const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
 
-/** gRPC metadata Envoy sends with the header-only key check (the first of the two ext_authz calls). */
+/** gRPC metadata Envoy sends with the header-only key check (the first of two ext_authz calls, for a large or unsized body). */
 export const AUTHZ_PHASE_HEADER = 'x-authz-phase';
 
 const GRPC_OK = 0;

@@ -112,9 +112,18 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       const finish = (abandoned: boolean, summary?: ExchangeSummary) => {
         if (finished) return;
         finished = true;
-        deps.live?.delete(endNow);
         if (abandoned) exchange.abandon();
-        deps.onSummary(summary ?? exchange.summary());
+        const s = summary ?? exchange.summary();
+        // The settlement starts here, before the answer just written leaves this tick: a
+        // crash can then never leave a delivered answer unbilled (deferring it to after the
+        // write lost one settlement per kill -9 in the fault suite). `finished` keeps it to once.
+        deps.live?.delete(endNow);
+        try {
+          deps.onSummary(s);
+        } catch (err) {
+          deps.log.error({ request_id: s.requestId, err: (err as Error).name }, 'exchange summary failed');
+          deps.onFailure?.();
+        }
       };
       const endNow = () => {
         if (finished) return;
@@ -136,9 +145,13 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         call.emit('error', { code: status.INTERNAL, details: 'ext_proc handler failed' });
       };
       let stall: NodeJS.Timeout | null = null;
+      /** Restarts the stall clock on each message of a streamed response (one timer, re-armed in place). */
       const watch = () => {
-        if (stall) clearTimeout(stall);
-        stall = exchange.streaming ? setTimeout(onStall, deps.streamStallMs) : null;
+        if (!exchange.streaming) {
+          if (stall) clearTimeout(stall);
+          stall = null;
+        } else if (stall) stall.refresh();
+        else stall = setTimeout(onStall, deps.streamStallMs);
       };
       const onStall = () => {
         stall = null;
@@ -159,14 +172,13 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       let heldHeaders: ProcessingResponse | null = null;
       const send = (req: ProcessingRequest | null, res: ProcessingResponse) => {
         if (finished) return;
-        if (exchange.awaitingFirstEvent && !res.immediateResponse) {
-          if (req?.responseHeaders) {
-            heldHeaders = res;
-            return;
-          }
-          // Full duplex needs no answer per message: an empty piece waits for the first event.
-          if (req?.responseBody && isEmptyPiece(res)) return;
+        if (exchange.awaitingFirstEvent && !res.immediateResponse && req?.responseHeaders) {
+          heldHeaders = res;
+          return;
         }
+        // Full duplex needs no answer per message: a provider read that completed no event
+        // (a slice of one) gets none, before the first event and after it.
+        if (req?.responseBody && isEmptyPiece(res)) return;
         if (heldHeaders) {
           if (!res.immediateResponse) call.write(heldHeaders);
           heldHeaders = null;

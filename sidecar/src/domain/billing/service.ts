@@ -201,16 +201,21 @@ export class Billing {
     );
   }
 
-  /** The response processing has taken this request over (it will settle or release it). */
-  claim(tenantId: string, requestId: string): void {
+  /**
+   * The response processing has taken this request over (it will settle or release it).
+   * Returns false when another process placed the hold (its holdOpened fired there,
+   * and its unclaimedReleased fires there after the grace period).
+   */
+  claim(tenantId: string, requestId: string): boolean {
     const local = this.unclaimed.get(requestId);
     if (local) {
       clearTimeout(local.timer);
       this.unclaimed.delete(requestId);
-      return;
+      return true;
     }
     this.live.set(requestId, tenantId);
     this.ledger.claim(tenantId, requestId, this.owner).catch((err: unknown) => this.events.failed('claim', err));
+    return false;
   }
 
   /** Settles or releases; never throws (a failed write is journaled and retried). */

@@ -27,12 +27,15 @@ export class SseFramer {
     let i = 0;
     let lineStart = 0;
     let lines: string[] = [];
+    // The next CR from i on (-1: none left); line ends are found with indexOf, not byte by byte.
+    let nextCr = buf.indexOf(CR, i);
     while (i < buf.length) {
+      if (nextCr !== -1 && nextCr < i) nextCr = buf.indexOf(CR, i);
+      const nextLf = buf.indexOf(LF, i);
+      const at = nextCr === -1 ? nextLf : nextLf === -1 ? nextCr : Math.min(nextCr, nextLf);
+      if (at === -1) break;
+      i = at;
       const b = buf[i];
-      if (b !== LF && b !== CR) {
-        i++;
-        continue;
-      }
       // A lone CR at the very end may be the first half of CRLF: wait for more.
       if (b === CR && i + 1 >= buf.length) break;
       const lineEnd = i;

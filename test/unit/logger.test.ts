@@ -1,0 +1,59 @@
+/** The buffered logger: per-request lines are written late but never lost or reordered; other lines at once. */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+// The children's tsx keeps its compile cache in their temporary directory: one of this file's own, removed at the end.
+const childTmp = mkdtempSync(join(tmpdir(), 'logger-test-'));
+const env = { ...process.env, TMPDIR: childTmp };
+afterAll(() => rmSync(childTmp, { recursive: true, force: true }));
+
+const LOGGER = new URL('../../sidecar/src/adapters/logger.ts', import.meta.url).pathname;
+const script = (body: string) =>
+  `import { createLogger, closeLogger } from ${JSON.stringify(LOGGER)};\nconst log = createLogger('info', 'svc-test');\n${body}`;
+const lines = (stdout: string) =>
+  stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { msg: string; n?: number });
+
+describe('createLogger', () => {
+  it('writes every buffered request line, in order, when the process exits at once', () => {
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script(`for (let n = 0; n < 50; n++) log.info({ n }, 'request');\nprocess.exit(0);`)],
+      { encoding: 'utf8', env },
+    );
+    expect(r.status).toBe(0);
+    const got = lines(r.stdout);
+    expect(got.map((l) => l.n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
+  });
+
+  it('a line that is not a request line brings the buffered ones out with it, in order; closeLogger drains', () => {
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script(`log.info({ n: 1 }, 'request');\nlog.warn('something to see now');\nlog.info({ n: 2 }, 'request');\ncloseLogger(log);\nprocess.exit(0);`)],
+      { encoding: 'utf8', env },
+    );
+    expect(lines(r.stdout).map((l) => l.msg)).toEqual(['request', 'something to see now', 'request']);
+  });
+
+  it('a request line reaches stdout on its own, without another line or an exit, within the flush interval', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(`log.info({ n: 7 }, 'request');\nsetInterval(() => {}, 1000); // alive until killed: only the periodic flush can bring the line out`)], { env });
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('\n')) resolve(out);
+        });
+        child.on('exit', () => reject(new Error(`exited without the line: ${out}`)));
+      });
+      expect(lines(line)[0]).toMatchObject({ msg: 'request', n: 7 });
+    } finally {
+      child.kill();
+    }
+  });
+});
