@@ -475,7 +475,7 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
         },
         {
           name: 'envoy.resource_monitors.fixed_heap',
-          typed_config: { '@type': T('envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig'), max_heap_size_bytes: 2147483648 },
+          typed_config: { '@type': T('envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig'), max_heap_size_bytes: cfg.limits.envoyHeapBytes },
         },
       ],
       actions: [

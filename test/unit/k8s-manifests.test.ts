@@ -123,6 +123,13 @@ describe('Kubernetes manifests: schemas', () => {
   });
 });
 
+/** A Kubernetes memory quantity (Ki, Mi, Gi or plain bytes) in bytes. */
+function bytesOf(quantity: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(quantity);
+  if (!m) throw new Error(`unexpected memory quantity ${quantity}`);
+  return Number(m[1]) * (m[2] === 'Gi' ? 2 ** 30 : m[2] === 'Mi' ? 2 ** 20 : m[2] === 'Ki' ? 2 ** 10 : 1);
+}
+
 describe('Kubernetes manifests: what the deployment guarantees', () => {
   const dep = find(prod, 'Deployment', 'gateway');
   const pod = dep.spec.template.spec as Plain;
@@ -176,6 +183,10 @@ describe('Kubernetes manifests: what the deployment guarantees', () => {
       const cfg = loadConfig({ path: file, env: {} });
       expect(sidecarCluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.pipe.path).toBe(cfg.listen.sidecarGrpc.slice('unix:'.length));
       expect(envoy.static_resources.clusters.find((c: Plain) => c.name === 'provider').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address).toBe(new URL(envMap.data.UPSTREAM_URL).hostname);
+      // The overload manager sheds load before the kubelet's memory limit kills Envoy.
+      const heap = envoy.overload_manager.resource_monitors.find((m: Plain) => m.name === 'envoy.resource_monitors.fixed_heap').typed_config.max_heap_size_bytes;
+      expect(heap).toBe(cfg.limits.envoyHeapBytes);
+      expect(heap).toBeLessThan(bytesOf(container('envoy').resources.limits.memory));
       const rendered = join(dir, 'envoy.yaml');
       writeFileSync(rendered, stringify(envoy));
       expect(execFileSync(requireEnvoy(), ['--mode', 'validate', '-c', rendered, '--use-dynamic-base-id'], { encoding: 'utf8' })).toMatch(/OK/);

@@ -159,6 +159,12 @@ export const ConfigSchema = z
         connectionBufferBytes: z.number().int().min(16 * 1024).default(64 * 1024),
         /** Longest a request may last, streams included (longer than any legitimate svc-deep answer). */
         maxStreamSeconds: z.number().int().positive().default(1800),
+        /**
+         * Envoy's heap bound for its overload manager: at 95 % it shrinks its heap, at 98 %
+         * it refuses new requests (503) instead of growing until the host or the container
+         * limit kills it. Keep it below the memory the Envoy container may use.
+         */
+        envoyHeapBytes: z.number().int().min(64 * 1024 * 1024).default(2 * 1024 * 1024 * 1024),
       })
       .strict()
       .default({
@@ -168,6 +174,7 @@ export const ConfigSchema = z
         maxRequestHeaders: 100,
         connectionBufferBytes: 64 * 1024,
         maxStreamSeconds: 1800,
+        envoyHeapBytes: 2 * 1024 * 1024 * 1024,
       }),
     /**
      * A normal stop (SIGTERM/SIGINT): readiness goes false and new requests get a 503
