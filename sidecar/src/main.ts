@@ -266,10 +266,12 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       () => {},
     );
   const reaper = setInterval(reap, Math.min(30_000, Math.max(250, leaseMs / 2)));
-  // Store reachability for the store_up gauge (alerts), every 5 s.
+  // Store reachability for the store_up gauge (alerts), every 5 s; and a configuration
+  // reload another instance published that this one did not hear is applied within 5 s.
   const pingStores = () => {
     store.ping().then(() => metrics.storeReachable('keys', true), () => metrics.storeReachable('keys', false));
     ledger.ping().then(() => metrics.storeReachable('ledger', true), () => metrics.storeReachable('ledger', false));
+    void reloader.catchUp();
   };
   const pinger = setInterval(pingStores, 5000);
   pingStores();

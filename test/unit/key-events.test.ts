@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../sidecar/src/config/schema.js';
-import { createKeyEvents, type KeyEvents } from '../../sidecar/src/store/key-events.js';
+import { createBroadcast, createKeyEvents, parseRetained, type KeyEvents } from '../../sidecar/src/store/key-events.js';
 import { type RedisServer, startRedis } from '../harness/redis.js';
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster.js';
 
@@ -80,6 +80,25 @@ describe('key events on a Redis Cluster', () => {
     try {
       expect(await delivered(publisher, seen, 'hash-on-cluster')).toBe(true);
       expect(seen).toContain(null);
+    } finally {
+      await listener.close();
+      await publisher.close();
+    }
+  });
+  it('a retained publication (configuration reloads) is numbered, kept and delivered through the cluster', async () => {
+    const cfg = { brand: 'svc', store: { kind: 'redis-cluster', nodes: cluster.urls } } as unknown as Config;
+    const listener = createBroadcast(cfg);
+    const publisher = createBroadcast(cfg);
+    const seen: string[] = [];
+    listener.subscribe('retained-test', (m) => m !== null && seen.push(m));
+    try {
+      let seq = 0;
+      for (let i = 0; i < 80 && !seen.some((m) => parseRetained(m)?.message === 'payload'); i++) {
+        seq = await publisher.publishRetained('retained-test', 'payload');
+        await sleep(100);
+      }
+      expect(seen.map((m) => parseRetained(m))).toContainEqual({ seq, message: 'payload' });
+      expect(await listener.latest('retained-test')).toEqual({ seq, message: 'payload' });
     } finally {
       await listener.close();
       await publisher.close();

@@ -4,7 +4,7 @@ import { ConfigError, loadConfig } from '../config/load.js';
 import { describeReload, internalNamesInFile, redactModels, reloadablePart, reloadProblems, settingsHash, withReloadable, type Reloadable } from '../config/reload.js';
 import type { Config } from '../config/schema.js';
 import type { LiveConfig, LiveSnapshot } from '../domain/live-config.js';
-import type { Broadcast } from '../store/key-events.js';
+import { parseRetained, type Broadcast } from '../store/key-events.js';
 
 /**
  * Configuration reloads without a restart (SIGHUP, the operator API, or a
@@ -51,12 +51,50 @@ function namesIn(cfg: Config | null): string[] {
 export class ConfigReloader {
   private readonly instance = randomUUID();
   private readonly load: () => Config;
+  /**
+   * The number of the newest reload publication this instance has seen (heard,
+   * read back, or its own); -1 until the first catch-up. What was published
+   * before this instance started is not applied: it started from its own file.
+   */
+  private seen = -1;
 
   constructor(private readonly deps: ReloaderDeps) {
     this.load = deps.load ?? (() => loadConfig());
-    deps.broadcast.subscribe(CONFIG_TOPIC, (message) => {
-      if (message !== null) this.fromPeer(message);
+    deps.broadcast.subscribe(CONFIG_TOPIC, (raw) => {
+      // null: (re)subscribed, publications may have been missed meanwhile.
+      if (raw === null) void this.catchUp();
+      else this.heard(raw);
     });
+    void this.catchUp();
+  }
+
+  /**
+   * Applies the latest reload publication if this instance has not seen it (a
+   * message missed while its subscription was down, or moving between Cluster
+   * nodes). Runs on every (re)subscription and periodically; never throws.
+   */
+  async catchUp(): Promise<void> {
+    let latest;
+    try {
+      latest = await this.deps.broadcast.latest(CONFIG_TOPIC);
+    } catch {
+      return; // the store is away: the next catch-up looks again
+    }
+    if (this.seen < 0) {
+      this.seen = Math.max(this.seen, latest?.seq ?? 0);
+      return;
+    }
+    if (!latest || latest.seq <= this.seen) return;
+    this.seen = latest.seq;
+    this.deps.log.info({ event: 'config_reload' }, 'a configuration reload published while this instance was not listening: applying it now');
+    this.fromPeer(latest.message);
+  }
+
+  private heard(raw: string): void {
+    const m = parseRetained(raw);
+    if (!m || m.seq <= this.seen) return; // not a reload publication, or one already applied
+    this.seen = m.seq;
+    this.fromPeer(m.message);
   }
 
   /** Reads the configuration file again and applies it here and on every instance. */
@@ -71,9 +109,14 @@ export class ConfigReloader {
     const result = this.apply(source, next);
     if (result.ok && result.changed) {
       const msg: PeerMessage = { origin: this.instance, part: reloadablePart(next) };
-      await this.deps.broadcast.publish(CONFIG_TOPIC, JSON.stringify(msg)).catch(() => {
-        this.deps.log.warn({ event: 'config_reload' }, 'reload applied here but not published: other instances keep their configuration until reloaded');
-      });
+      await this.deps.broadcast.publishRetained(CONFIG_TOPIC, JSON.stringify(msg)).then(
+        (seq) => {
+          this.seen = Math.max(this.seen, seq);
+        },
+        () => {
+          this.deps.log.warn({ event: 'config_reload' }, 'reload applied here but not published: other instances keep their configuration until reloaded');
+        },
+      );
     }
     return result;
   }

@@ -18,8 +18,47 @@ export interface Broadcast {
    * (re)established, so messages may have been missed meanwhile.
    */
   subscribe(topic: string, listener: (message: string | null) => void): void;
+  /**
+   * Publishes and keeps the message as the topic's latest, numbered: a later
+   * publication on the topic has a larger number (Redis's clock, so a restart
+   * of Redis keeps the order). Subscribers receive it as `<seq> <message>`
+   * (parseRetained); one that missed it reads it with latest().
+   */
+  publishRetained(topic: string, message: string): Promise<number>;
+  /** The topic's latest retained message, or null when there is none (or Redis lost it). */
+  latest(topic: string): Promise<Retained | null>;
   close(): Promise<void>;
 }
+
+export interface Retained {
+  readonly seq: number;
+  readonly message: string;
+}
+
+/** A retained message as subscribers receive it; null for anything else. */
+export function parseRetained(raw: string): Retained | null {
+  const space = raw.indexOf(' ');
+  if (space <= 0) return null;
+  const seq = Number(raw.slice(0, space));
+  return Number.isSafeInteger(seq) && seq > 0 ? { seq, message: raw.slice(space + 1) } : null;
+}
+
+/**
+ * Numbers the message with Redis's clock in microseconds (strictly above the
+ * topic's previous number), keeps it as the latest and publishes it, in one
+ * step. Both keys share a hash tag, so this runs on one Cluster node too.
+ */
+const PUBLISH_RETAINED = `
+local t = redis.call('TIME')
+local seq = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
+if seq <= prev then seq = prev + 1 end
+local framed = string.format('%d', seq) .. ' ' .. ARGV[1]
+redis.call('SET', KEYS[1], string.format('%d', seq))
+redis.call('SET', KEYS[2], framed)
+redis.call('PUBLISH', ARGV[2], framed)
+return framed
+`;
 
 export interface KeyEvents {
   publish(hash: string): Promise<void>;
@@ -36,9 +75,19 @@ const KEYS_TOPIC = 'keys:changed';
 export function createBroadcast(cfg: Config): Broadcast {
   if (cfg.store.kind === 'memory') {
     const bus = new EventEmitter();
+    const retained = new Map<string, Retained>();
     return {
       async publish(topic, message) {
         bus.emit(topic, message);
+      },
+      async publishRetained(topic, message) {
+        const seq = (retained.get(topic)?.seq ?? 0) + 1;
+        retained.set(topic, { seq, message });
+        bus.emit(topic, `${seq} ${message}`);
+        return seq;
+      },
+      async latest(topic) {
+        return retained.get(topic) ?? null;
       },
       subscribe(topic, listener) {
         bus.on(topic, listener);
@@ -49,6 +98,7 @@ export function createBroadcast(cfg: Config): Broadcast {
     };
   }
   const channel = (topic: string) => `${cfg.brand}:${topic}`;
+  const retainedKey = (topic: string, part: 'seq' | 'latest') => `${cfg.brand}:retained:{${topic}}:${part}`;
   const target = storeTarget(cfg.store);
   const connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS;
   const client = redisClientOptions(cfg.store);
@@ -73,6 +123,14 @@ export function createBroadcast(cfg: Config): Broadcast {
   return {
     async publish(topic, message) {
       await pub.publish(channel(topic), message);
+    },
+    async publishRetained(topic, message) {
+      const framed = (await pub.eval(PUBLISH_RETAINED, 2, retainedKey(topic, 'seq'), retainedKey(topic, 'latest'), message, channel(topic))) as string;
+      return parseRetained(framed)?.seq ?? 0;
+    },
+    async latest(topic) {
+      const raw = await pub.get(retainedKey(topic, 'latest'));
+      return raw === null ? null : parseRetained(raw);
     },
     subscribe(topic, listener) {
       const ch = channel(topic);
