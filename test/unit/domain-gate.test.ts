@@ -184,6 +184,17 @@ describe('the full check', () => {
     expect(JSON.parse(admitted!.upstreamBody).stream_options).toEqual({ include_usage: true });
   });
 
+  it('a gate built with a fixed policy and no admission cache serves the same', async () => {
+    const authorizer = new Authorizer({ brand: 'svc', findKey: async (hash) => (hash === record.hash ? record : null), verifySession: async () => null });
+    const billing = new Billing(ledger, cfg.billing, new SettlementJournal(join(dir, 'journal.jsonl')), { settled: () => {}, failed: () => {} });
+    const fixed = new Gate(authorizer, billing, policy, '/v1', MAX_HEADERS);
+    const o = await fixed.check(request({ body: chat() }));
+    expect(o.ok && o.inference?.stream).toBe(false);
+    expect(status(await fixed.check(request({ body: Buffer.alloc(MAX_BODY + 1, 0x20) })))).toBe(413);
+    // Billing is off unless the deployment says otherwise.
+    expect(status(await fixed.check(request({ path: '/v1/credits', method: 'GET' })))).toBe(404);
+  });
+
   it('a balance that does not cover the worst case: 402, nothing held, nothing cached', async () => {
     const o = await gate({ creditCheck: true }).check(request({ body: chat() }));
     expect(status(o)).toBe(402);

@@ -11,6 +11,7 @@ async function refusal(run: () => Promise<unknown>): Promise<{ status: number; m
     await run();
   } catch (err) {
     expect(err).toBeInstanceOf(OperatorError);
+    expect((err as Error).name).toBe('OperatorError');
     return { status: (err as OperatorError).status, message: (err as Error).message };
   }
   throw new Error('expected a refusal');
@@ -64,10 +65,10 @@ describe('keys', () => {
     const store = createMemoryStore();
     const t = await createTenant(store, 'Acme');
     expect(await refusal(() => issueKey(store, 'svc', { tenantId: 'ten_nope' }))).toEqual({ status: 404, message: 'unknown tenant' });
-    for (const scopes of [['has space'], [''], ['x'.repeat(65)], 'ai' as unknown as string[], [7 as unknown as string]]) {
+    for (const scopes of [['has space'], [''], ['x'.repeat(65)], 'ai' as unknown as string[], [7 as unknown as string], ['ai', 'bad scope']]) {
       expect(await refusal(() => issueKey(store, 'svc', { tenantId: t.id, scopes }))).toEqual({ status: 400, message: 'scopes must be a list of scope names' });
     }
-    for (const allowedIps of [[], ['not-an-ip'], ['10.0.0.0/33'], '10.0.0.1' as unknown as string[]]) {
+    for (const allowedIps of [[], ['not-an-ip'], ['10.0.0.0/33'], '10.0.0.1' as unknown as string[], ['10.0.0.1', 'not-an-ip'], [167772161 as unknown as string]]) {
       expect(await refusal(() => issueKey(store, 'svc', { tenantId: t.id, allowedIps }))).toEqual({
         status: 400,
         message: 'allowed_ips must be a non-empty list of addresses or CIDR ranges',
