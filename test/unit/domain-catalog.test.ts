@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { resolveModelField } from '../../sidecar/src/domain/model-field.js';
 
 const cfg = parseConfig(defaultConfig('svc'));
 const catalog = new Catalog(cfg.models, cfg.brand);
@@ -14,7 +15,8 @@ interface Listed {
   owned_by: string;
   [k: string]: unknown;
 }
-const listed = (c: Catalog = catalog) => (JSON.parse(c.modelListJson()) as { object: string; data: Listed[] });
+// Built in each test (not only at import), so what the constructor writes is checked per test.
+const listed = (c: Catalog = new Catalog(cfg.models, cfg.brand)) => (JSON.parse(c.modelListJson()) as { object: string; data: Listed[] });
 
 describe('model list', () => {
   it('holds 8 entries: the four floating aliases, then their pinned variants', () => {
@@ -108,5 +110,43 @@ describe('validAliases', () => {
     expect(catalog.validAliases('chat')).toEqual(
       ['svc-quick', 'svc-core', 'svc-deep', 'svc-quick-2026-08', 'svc-core-2026-08', 'svc-deep-2026-08'],
     );
+  });
+});
+
+describe('the model field', () => {
+  const fresh = () => new Catalog(cfg.models, cfg.brand);
+  const refusal = (model: unknown, kind: 'chat' | 'embedding') => {
+    const r = resolveModelField(fresh(), model, kind);
+    if (r.ok) throw new Error('expected a refusal');
+    return { status: r.error.entry.status, code: r.error.entry.code, message: r.error.message, param: r.error.param };
+  };
+
+  it('missing, empty or not a string: 400 naming the field', () => {
+    for (const model of [undefined, '', 7, null]) {
+      expect(refusal(model, 'chat')).toEqual({ status: 400, code: 'invalid_request', message: 'The field is required and must be a string.', param: 'model' });
+    }
+  });
+
+  it('unknown (or an internal name): the valid aliases of this endpoint, floating first, then pinned', () => {
+    expect(refusal('sim-core-1', 'chat').message).toBe(
+      'Unknown model. Valid values: svc-quick, svc-core, svc-deep, svc-quick-2026-08, svc-core-2026-08, svc-deep-2026-08.',
+    );
+    expect(refusal('nope', 'embedding').message).toBe('Unknown model. Valid values: svc-embed, svc-embed-2026-08.');
+  });
+
+  it('the wrong endpoint for the model: which kind it is, where to send it, what this endpoint takes', () => {
+    expect(refusal('svc-embed', 'chat')).toMatchObject({
+      status: 400,
+      message: 'This is an embedding model; send it to /embeddings. Models for /chat/completions: svc-quick, svc-core, svc-deep, svc-quick-2026-08, svc-core-2026-08, svc-deep-2026-08.',
+    });
+    expect(refusal('svc-core-2026-08', 'embedding').message).toBe(
+      'This is a chat model; send it to /chat/completions. Models for /embeddings: svc-embed, svc-embed-2026-08.',
+    );
+  });
+
+  it('a valid alias resolves to its kind, floating or pinned, and internal model', () => {
+    const r = resolveModelField(fresh(), 'svc-core-2026-08', 'chat');
+    expect(r.ok && r.resolved).toMatchObject({ alias: 'svc-core-2026-08', kind: 'chat', floating: false, internalModel: 'sim-core-1' });
+    expect(fresh().internalModels.has('sim-embed-1')).toBe(true);
   });
 });
