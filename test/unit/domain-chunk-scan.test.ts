@@ -70,3 +70,57 @@ describe('scanDeltaChunk', () => {
     expect(scanDeltaChunk('{"choices":[{"a":1}],"created":1e9}')).toBeNull();
   });
 });
+
+/**
+ * Soundness over chunks of any shape: whenever the no-parse path answers, a
+ * full parse of the same text must agree with it, and the chunk must be one
+ * the parsing path would deliver as it is (no reasoning, usage, error, unknown
+ * member or odd `created`); otherwise it must step aside. The generator mixes
+ * plain chunks with every way a chunk can be unusual.
+ */
+describe('scanDeltaChunk soundness', () => {
+  const scalar = fc.oneof(fc.constant(null), fc.boolean(), fc.integer({ min: -5, max: 5 }), fc.double({ noNaN: true, noDefaultInfinity: true }), text);
+  const value = fc.oneof(scalar, fc.array(scalar, { maxLength: 2 }), fc.dictionary(fc.constantFrom('a', 'content', 'reasoning'), scalar, { maxKeys: 2 }));
+  const delta = fc.dictionary(fc.constantFrom('role', 'content', 'tool_calls', 'refusal', 'reasoning_content', 'reasoning', 'extra'), value, { maxKeys: 3 });
+  const choice = fc.dictionary(fc.constantFrom('index', 'delta', 'finish_reason', 'logprobs', 'message', 'reasoning_content', 'text'), fc.oneof(delta, value), { maxKeys: 4 });
+  const chunk = fc.dictionary(
+    fc.constantFrom('id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'choices', 'usage', 'error', 'reasoning', 'extra'),
+    fc.oneof(fc.array(choice, { minLength: 1, maxLength: 2 }), value, fc.constant({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 })),
+    { maxKeys: 6 },
+  );
+  const CHOICE_KEYS = new Set(['index', 'delta', 'finish_reason', 'logprobs']);
+  const DELTA_KEYS = new Set(['role', 'content', 'tool_calls', 'function_call', 'refusal']);
+  const TOP_KEYS = new Set(['id', 'object', 'model', 'system_fingerprint', 'service_tier', 'created', 'choices', 'usage']);
+
+  it('answers only for chunks the full parse would deliver as they are, and then agrees with it', () => {
+    let answered = 0;
+    fc.assert(
+      fc.property(fc.oneof(chunk, deltaChunk as fc.Arbitrary<Record<string, unknown>>), fc.boolean(), (c, spaced) => {
+        const data = JSON.stringify(c, null, spaced ? 1 : undefined);
+        const spans = scanDeltaChunk(data);
+        if (spans === null) return;
+        answered++;
+        const parsed = JSON.parse(data) as Record<string, unknown>;
+        for (const k of Object.keys(parsed)) expect(TOP_KEYS.has(k)).toBe(true);
+        expect(parsed.usage ?? null).toBeNull();
+        expect(data).not.toContain('reasoning');
+        expect(JSON.parse(spans.choices)).toEqual(parsed.choices);
+        const choices = parsed.choices as Array<Record<string, unknown>>;
+        expect(Array.isArray(choices) && choices.length > 0).toBe(true);
+        for (const ch of choices) {
+          for (const k of Object.keys(ch)) expect(CHOICE_KEYS.has(k)).toBe(true);
+          if ('delta' in ch) {
+            expect(typeof ch.delta === 'object' && ch.delta !== null && !Array.isArray(ch.delta)).toBe(true);
+            for (const k of Object.keys(ch.delta as object)) expect(DELTA_KEYS.has(k)).toBe(true);
+          }
+        }
+        if ('created' in parsed) {
+          expect(Number.isSafeInteger(parsed.created) && (parsed.created as number) >= 0).toBe(true);
+          expect(spans.created).toBe(parsed.created);
+        } else expect(spans.created).toBeNull();
+      }),
+      { numRuns: 3000 },
+    );
+    expect(answered).toBeGreaterThan(100); // the generator reaches the fast path often enough to mean something
+  });
+});
