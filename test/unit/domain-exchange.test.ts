@@ -271,3 +271,80 @@ describe('responses', () => {
     expect(x.summary().outcome).toBe('ok');
   });
 });
+
+/** What an exchange is charged for (summary().billable): the money decision at its end. */
+describe('what is billable', () => {
+  const sse = (c: unknown) => Buffer.from(`data: ${JSON.stringify(c)}\n\n`);
+  const streaming = () => {
+    const { x } = admittedChat({ stream: true });
+    x.responseHeaders(200, [':status'], 'text/event-stream');
+    return x;
+  };
+
+  it('a JSON answer delivered: the provider usage', () => {
+    const { x } = admittedChat();
+    x.responseHeaders(200, [':status'], 'application/json');
+    x.responseBody(Buffer.from(completion), true);
+    expect(x.summary().billable).toEqual({ promptTokens: 2, completionTokens: 1, totalTokens: 3, estimated: false });
+  });
+
+  it('a JSON request whose client left before the answer, or whose provider failed: nothing', () => {
+    const left = admittedChat().x;
+    left.abandon();
+    expect(left.summary().billable).toBeNull();
+    const failed = admittedChat().x;
+    failed.responseHeaders(500, [':status'], 'application/json');
+    expect(failed.summary().billable).toBeNull();
+  });
+
+  it('a stream abandoned after its first event: the prompt and what was delivered; before it: nothing', () => {
+    const after = streaming();
+    after.responseBody(sse({ choices: [{ index: 0, delta: { content: 'abcdefgh' } }] }), false);
+    after.abandon();
+    expect(after.summary().billable).toMatchObject({ completionTokens: 2, estimated: true });
+    const before = streaming();
+    before.abandon();
+    expect(before.summary()).toMatchObject({ outcome: 'interrupted', billable: null });
+  });
+
+  it('a stream the provider broke off after delivering: what was delivered; one that delivered nothing: nothing', () => {
+    const broken = streaming();
+    broken.responseBody(sse({ choices: [{ index: 0, delta: { content: 'abcdefgh' } }] }), false);
+    broken.responseBody(sse({ error: { message: 'boom' } }), false);
+    broken.responseBody(Buffer.alloc(0), true); // the provider closes after its error
+    const s = broken.summary();
+    expect(s.outcome).toBe('upstream_error');
+    expect(s.billable?.completionTokens).toBeGreaterThan(0);
+    const empty = streaming();
+    empty.responseBody(sse({ choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] }), false);
+    empty.responseBody(sse({ error: { message: 'boom' } }), false);
+    empty.responseBody(Buffer.alloc(0), true);
+    expect(empty.summary()).toMatchObject({ outcome: 'upstream_error', billable: null });
+  });
+
+  it('a stream that completes: the provider usage from its last chunk', () => {
+    const x = streaming();
+    x.responseBody(sse({ choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: 'stop' }] }), false);
+    x.responseBody(sse({ choices: [], usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 } }), false);
+    x.responseBody(Buffer.from('data: [DONE]\n\n'), true);
+    expect(x.summary()).toMatchObject({ outcome: 'ok', billable: { promptTokens: 5, completionTokens: 1, totalTokens: 6, estimated: false } });
+  });
+});
+
+describe('provider statuses and content types', () => {
+  it('any 2xx is an answer; 199 and 300 are provider failures (502)', () => {
+    for (const status of [200, 201, 299]) {
+      const { x } = admittedChat();
+      expect(x.responseHeaders(status, [':status'], 'application/json').kind).toBe('continue');
+    }
+    for (const status of [199, 300]) {
+      const { x } = admittedChat();
+      expect(reply(x.responseHeaders(status, [':status'], 'application/json')).status).toBe(502);
+    }
+  });
+
+  it('a stream answered without any content type: 502, not an exception', () => {
+    const { x } = admittedChat({ stream: true });
+    expect(reply(x.responseHeaders(200, [':status'], undefined)).status).toBe(502);
+  });
+});
