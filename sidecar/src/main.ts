@@ -180,6 +180,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     catalog: snap.catalog,
     admission: snap.admission,
     admissions,
+    maxResponseBytes: cfg.limits.maxResponseBytes,
     identityProvider: () => ({ ...sessions.status() }),
     usage: (principal: Principal, query: string, requestId: string) => usageReport(ledger, snap.config.billing, cfg.brand, principal, query, requestId),
   });

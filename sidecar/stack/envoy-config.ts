@@ -212,11 +212,18 @@ function extProcModes(mode: {
  * Chat and embeddings: ext_authz has already read the body (auth, validation,
  * credit hold) and set the flow header; ext_proc gets the body (request id and
  * path as attributes, no header round trip), then the response headers, then
- * the body: buffered for JSON, chunk by chunk (full duplex) for SSE.
+ * the body chunk by chunk (full duplex).
+ *
+ * Full duplex for JSON answers too: Envoy sends the provider's body right behind its
+ * headers without waiting for the headers' answer, and the sidecar answers both at the
+ * body's end (the headers then carry the rewritten content-length). With a BUFFERED body
+ * Envoy waits for the headers' answer before it sends the body: one more round trip to
+ * the sidecar on every JSON answer. The sidecar collects the body itself, up to
+ * limits.maxResponseBytes.
  */
-const BUFFERED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'BUFFERED' });
+const BUFFERED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'FULL_DUPLEX_STREAMED' });
 // SSE: full duplex, so the sidecar can also speak when the provider falls silent (an error event).
-const STREAMED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'FULL_DUPLEX_STREAMED' });
+const STREAMED_FLOW = BUFFERED_FLOW;
 /** Paths the sidecar answers itself at request-header time. */
 const ANSWERED_FLOW = { ...extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE', responseHeaders: 'SKIP', responseBody: 'NONE' }), ...HEADERS_ONLY_AUTHZ };
 
@@ -374,15 +381,17 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         // The rewritten body goes up with the content-length the sidecar sets, not chunked.
         allow_content_length_header: true,
         status_on_error: { code: 500 },
-        allow_mode_override: true,
         request_attributes: ['request.id', 'request.path', 'request.method'],
+        // Routes without a mode of their own, and Envoy's replies before any route (a path it
+        // cannot normalise): the response body in full duplex, as on the body routes, so the
+        // sidecar's one way of passing a body by (echoing it piece by piece) is valid everywhere.
         processing_mode: {
           request_header_mode: 'SEND',
           request_body_mode: 'BUFFERED',
           response_header_mode: 'SEND',
-          response_body_mode: 'BUFFERED',
+          response_body_mode: 'FULL_DUPLEX_STREAMED',
           request_trailer_mode: 'SKIP',
-          response_trailer_mode: 'SKIP',
+          response_trailer_mode: 'SEND',
         },
         // ext_authz's principal goes to the sidecar; the sidecar's summary of the exchange
         // (alias, tokens, outcome) comes back for the access log.

@@ -10,7 +10,8 @@
  *   ext_authz: allows every request; sets the provider key and the flow
  *              header (a substring test for "stream":true, no JSON parse).
  *   ext_proc:  answers every message with "continue" and no mutation; a
- *              FULL_DUPLEX_STREAMED body is echoed back piece by piece.
+ *              response body (FULL_DUPLEX_STREAMED on every body route, JSON
+ *              and SSE) is echoed back piece by piece.
  *
  * Requests must already speak the provider's language (internal model name):
  * nothing is rewritten. Usage: tsx test/bench/null-sidecar.ts <address>
@@ -47,19 +48,15 @@ function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationServer
 function nullExtProc(): ExternalProcessorServer {
   return {
     process(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
-      let streamed = false;
       call.on('data', (req: ProcessingRequest) => {
         const common = { status: 0, clearRouteCache: false };
         if (req.requestBody) {
-          streamed = STREAM_FLAG.test(Buffer.from(req.requestBody.body).toString('latin1'));
           call.write({ requestDrain: false, requestBody: { response: common } });
         } else if (req.responseHeaders) {
           call.write({ requestDrain: false, responseHeaders: { response: common } });
         } else if (req.responseBody) {
           const { body, endOfStream } = req.responseBody;
-          const response = streamed
-            ? { ...common, bodyMutation: { streamedResponse: { body, endOfStream, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } } }
-            : common;
+          const response = { ...common, bodyMutation: { streamedResponse: { body, endOfStream, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } } };
           call.write({ requestDrain: false, responseBody: { response } });
           if (endOfStream) call.end();
         } else if (req.responseTrailers) {

@@ -14,6 +14,7 @@ const deps: ExchangeDeps = {
   apiPrefix: '/v1',
   catalog,
   admission: { catalog, defaultTemperature: cfg.defaults.temperature, maxEmbeddingInputs: cfg.limits.maxEmbeddingInputs, maxRequestBytes: 4096 },
+  maxResponseBytes: 64 * 1024,
   identityProvider: () => ({ configured: false }),
   usage: async (p, query, requestId) => ({ ok: true, body: JSON.stringify({ object: 'usage', tenant: p.tenantId, query, requestId }) }),
 };
@@ -133,8 +134,13 @@ describe('responses', () => {
     const { x } = admittedChat();
     const h = x.responseHeaders(200, [':status', 'content-type', 'content-length', 'x-provider-id', 'openai-organization', 'date'], 'application/json');
     expect(h).toEqual({ kind: 'continue', headers: { set: {}, remove: ['x-provider-id', 'openai-organization'] } });
-    expect(body(x.responseBody(Buffer.from(completion.slice(0, 20)), false))).toBe('');
+    // The caller's headers wait for the body's end: they carry its rewritten length.
+    expect(x.holdsResponseHeaders).toBe(true);
+    expect(x.responseBody(Buffer.from(completion.slice(0, 20)), false)).toEqual({ kind: 'continue', body: Buffer.alloc(0), streamed: { endOfStream: false } });
+    expect(x.holdsResponseHeaders).toBe(true);
     const last = x.responseBody(Buffer.from(completion.slice(20)), true);
+    expect(x.holdsResponseHeaders).toBe(false);
+    expect(last.kind === 'continue' && last.streamed).toEqual({ endOfStream: true });
     const out = JSON.parse(body(last)) as Record<string, unknown>;
     expect(out).toMatchObject({ id: 'req-1', model: 'svc-quick', svc: { alias: 'svc-quick', request_id: 'req-1' } });
     expect(last.kind === 'continue' && last.headers?.set['content-length']).toBe(String(Buffer.byteLength(body(last))));
@@ -162,10 +168,33 @@ describe('responses', () => {
     expect(reply(j.responseBody(Buffer.from('<html>'), true)).status).toBe(502);
   });
 
-  it('a response for an exchange that never saw request headers passes through', () => {
+  it('a response for an exchange that never saw request headers (another filter\'s reply) passes through, echoed piece by piece', () => {
     const x = new Exchange(deps);
-    expect(x.responseHeaders(403, [':status'], 'application/json')).toEqual({ kind: 'continue', passResponse: true });
-    expect(x.responseBody(Buffer.from('{}'), true)).toEqual({ kind: 'continue' });
+    expect(x.responseHeaders(403, [':status'], 'application/json')).toEqual({ kind: 'continue' });
+    expect(x.holdsResponseHeaders).toBe(false);
+    expect(x.responseBody(Buffer.from('{"a"'), false)).toEqual({ kind: 'continue', body: Buffer.from('{"a"'), streamed: { endOfStream: false } });
+    expect(x.responseBody(Buffer.from(':1}'), true)).toEqual({ kind: 'continue', body: Buffer.from(':1}'), streamed: { endOfStream: true } });
+  });
+
+  it('a JSON answer larger than maxResponseBytes is a 502 that costs nothing; pieces after it change nothing', () => {
+    const { x } = admittedChat();
+    x.responseHeaders(200, [':status'], 'application/json');
+    const piece = Buffer.alloc(deps.maxResponseBytes / 2, 32);
+    expect(x.responseBody(piece, false)).toMatchObject({ kind: 'continue', streamed: { endOfStream: false } });
+    expect(x.responseBody(piece, false)).toMatchObject({ kind: 'continue', streamed: { endOfStream: false } }); // exactly the limit
+    expect(reply(x.responseBody(Buffer.from(' '), false)).status).toBe(502);
+    expect(x.holdsResponseHeaders).toBe(false);
+    expect(x.responseBody(Buffer.from(completion), true)).toEqual({ kind: 'continue' });
+    expect(x.summary()).toMatchObject({ status: 502, outcome: 'upstream_error', billable: null });
+  });
+
+  it('a JSON answer in one piece is not copied before its rewrite; an empty last piece ends a collected one', () => {
+    const { x } = admittedChat();
+    x.responseHeaders(200, [':status'], 'application/json');
+    x.responseBody(Buffer.from(completion), false);
+    const last = x.responseBody(Buffer.alloc(0), true);
+    expect(JSON.parse(body(last))).toMatchObject({ model: 'svc-quick' });
+    expect(x.summary()).toMatchObject({ status: 200, outcome: 'ok' });
   });
 
   it('a stream is rewritten chunk by chunk, each piece streamed, the last one ending the body', () => {

@@ -32,6 +32,7 @@ beforeAll(async () => {
       apiPrefix: '/v1',
       catalog,
       admission: { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 },
+      maxResponseBytes: 1 << 20,
       identityProvider: () => ({}),
       usage: async () => ({ ok: true, body: '{}' }),
     },

@@ -26,10 +26,8 @@ export type Action =
       readonly kind: 'continue';
       readonly headers?: HeaderEdit;
       readonly body?: Buffer;
-      /** A piece of a streamed (SSE) response, sent as soon as it is ready; endOfStream closes it. */
+      /** A piece of a response processed in full duplex (an SSE stream, or a JSON answer whole at its end); endOfStream closes it. */
       readonly streamed?: { readonly endOfStream: boolean };
-      /** Stop looking at this response (a reply another filter produced). */
-      readonly passResponse?: boolean;
     }
   | { readonly kind: 'reply'; readonly status: number; readonly body: string; readonly headers: Readonly<Record<string, string>> };
 
@@ -41,6 +39,8 @@ export interface ExchangeDeps {
   /** ext_authz's admission of this very body, when it ran in this process. */
   readonly admissions?: AdmissionCache;
   readonly identityProvider: () => Record<string, unknown>;
+  /** The largest JSON answer the sidecar collects from the provider (limits.maxResponseBytes); above it, a 502. */
+  readonly maxResponseBytes: number;
   /** GET /usage for a principal: the report body, or a refusal. */
   readonly usage: (principal: Principal, query: string, requestId: string) => Promise<{ ok: true; body: string } | { ok: false; error: GatewayError }>;
 }
@@ -94,6 +94,7 @@ export interface ExchangeTimings {
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+const EMPTY = Buffer.alloc(0);
 
 /** Provider response headers the caller may see; every other one is removed. */
 const RESPONSE_HEADERS_KEPT = new Set([':status', 'content-type', 'content-length', 'date', 'cache-control', 'transfer-encoding', 'vary', 'connection']);
@@ -110,6 +111,9 @@ export class Exchange {
   private ctx: InferenceContext | null = null;
   private stream: ChatStreamRewriter | null = null;
   private responseChunks: Buffer[] = [];
+  private responseBytes = 0;
+  /** A JSON answer is arriving: the caller's headers wait for its end (they carry its content-length). */
+  private collecting = false;
   private status: number | null = null;
   private usage: Usage | null = null;
   private outcome: ExchangeSummary['outcome'] = 'incomplete';
@@ -184,7 +188,7 @@ export class Exchange {
     this.upstreamStatus = status;
     this.responseAt = performance.now();
     // A local reply of an earlier filter (an ext_authz denial) passes by untouched.
-    if (!this.requestId) return { kind: 'continue', passResponse: true };
+    if (!this.requestId) return { kind: 'continue' };
     const ctx = this.ctx;
     // No body at all is a failed delivery too (spec: an empty 502 body has been seen in outages).
     if (!ctx || status < 200 || status >= 300 || endOfStream) return this.upstreamFailed();
@@ -194,11 +198,13 @@ export class Exchange {
       this.stream = new ChatStreamRewriter(ctx, this.requestId, this.deps.brand, ctx.promptEstimate);
       return { kind: 'continue', headers: { set: {}, remove: [...remove, 'content-length'] } };
     }
+    this.collecting = true;
     return { kind: 'continue', headers: { set: {}, remove } };
   }
 
   responseBody(chunk: Buffer, endOfStream: boolean): Action {
-    if (!this.requestId) return { kind: 'continue' };
+    // ... and its body, too: echoed piece by piece (full duplex).
+    if (!this.requestId) return { kind: 'continue', body: chunk, streamed: { endOfStream } };
     const ctx = this.ctx;
     if (!ctx) return this.upstreamFailed();
     if (this.stream) {
@@ -217,9 +223,18 @@ export class Exchange {
       if (endOfStream) this.finishStream();
       return { kind: 'continue', body: out, streamed: { endOfStream } };
     }
+    if (!this.collecting) return { kind: 'continue' }; // a re-delivered last chunk, as for streams
     this.responseChunks.push(chunk);
-    if (!endOfStream) return { kind: 'continue', body: Buffer.alloc(0) };
-    const raw = Buffer.concat(this.responseChunks);
+    this.responseBytes += chunk.length;
+    if (this.responseBytes > this.deps.maxResponseBytes) {
+      this.collecting = false;
+      this.responseChunks = [];
+      return this.upstreamFailed();
+    }
+    // Full duplex: the provider's pieces are collected here and need no answer until the last.
+    if (!endOfStream) return { kind: 'continue', body: EMPTY, streamed: { endOfStream: false } };
+    this.collecting = false;
+    const raw = this.responseChunks.length === 1 ? (this.responseChunks[0] as Buffer) : Buffer.concat(this.responseChunks);
     this.responseChunks = [];
     const rewritten =
       ctx.endpoint === 'chat'
@@ -230,7 +245,8 @@ export class Exchange {
     this.outcome = 'ok';
     this.usage = rewritten.usage;
     const body = Buffer.from(rewritten.body);
-    return { kind: 'continue', body, headers: { set: { 'content-length': String(body.length) }, remove: [] } };
+    // The content-length goes out with the caller's headers, which were kept back until now.
+    return { kind: 'continue', body, headers: { set: { 'content-length': String(body.length) }, remove: [] }, streamed: { endOfStream: true } };
   }
 
   /** True while a streamed response is flowing (the adapter watches it for stalls). */
@@ -247,6 +263,15 @@ export class Exchange {
    */
   get awaitingFirstEvent(): boolean {
     return this.streaming && !this.delivered;
+  }
+
+  /**
+   * The answer to the provider's headers must wait: a stream's until its first
+   * event, a JSON answer's until its last byte (its rewritten length is the
+   * caller's content-length, and a bad answer can still be a clean 502).
+   */
+  get holdsResponseHeaders(): boolean {
+    return this.awaitingFirstEvent || this.collecting;
   }
 
   /**

@@ -2,7 +2,6 @@ import { status, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Exchange, type Action, type ExchangeDeps, type ExchangeSummary } from '../../domain/exchange.js';
 import { Errors } from '../../domain/errors.js';
-import { ProcessingMode_BodySendMode, ProcessingMode_HeaderSendMode } from '../../generated/envoy/extensions/filters/http/ext_proc/v3/processing_mode.js';
 import type {
   CommonResponse,
   ExternalProcessorServer,
@@ -16,16 +15,6 @@ const EXT_PROC_NAMESPACE = 'envoy.filters.http.ext_proc';
 import { headerMapToRecord, toHeaderMutation } from './headers.js';
 
 type Phase = 'requestHeaders' | 'requestBody' | 'responseHeaders' | 'responseBody';
-
-/** Stop looking at this response: a local reply of an earlier filter passes by untouched. */
-const PASS_RESPONSE = {
-  requestHeaderMode: ProcessingMode_HeaderSendMode.DEFAULT,
-  responseHeaderMode: ProcessingMode_HeaderSendMode.DEFAULT,
-  requestBodyMode: ProcessingMode_BodySendMode.BUFFERED,
-  responseBodyMode: ProcessingMode_BodySendMode.NONE,
-  requestTrailerMode: ProcessingMode_HeaderSendMode.DEFAULT,
-  responseTrailerMode: ProcessingMode_HeaderSendMode.DEFAULT,
-};
 
 function toResponse(phase: Phase, action: Action): ProcessingResponse {
   if (action.kind === 'reply') {
@@ -52,8 +41,25 @@ function toResponse(phase: Phase, action: Action): ProcessingResponse {
     };
   } else if (action.body) common.bodyMutation = { body: action.body };
   const res: ProcessingResponse = { requestDrain: false, [phase]: { response: common } };
-  if (action.passResponse) res.modeOverride = PASS_RESPONSE;
   return res;
+}
+
+/**
+ * The headers answer kept back, with the header edits the body's answer
+ * brought (a JSON answer's content-length): in full duplex only a headers
+ * answer can change headers, so they move there.
+ */
+function withBodyHeaders(held: ProcessingResponse, body: ProcessingResponse): ProcessingResponse {
+  const common = body.responseBody?.response;
+  const edit = common?.headerMutation;
+  const target = held.responseHeaders?.response;
+  if (!edit || !common || !target) return held;
+  common.headerMutation = undefined;
+  const into = target.headerMutation;
+  target.headerMutation = into
+    ? { setHeaders: [...into.setHeaders, ...edit.setHeaders], removeHeaders: [...into.removeHeaders, ...edit.removeHeaders] }
+    : edit;
+  return held;
 }
 
 /** A streamed body answer with no bytes that does not end the stream. */
@@ -172,7 +178,7 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
       let heldHeaders: ProcessingResponse | null = null;
       const send = (req: ProcessingRequest | null, res: ProcessingResponse) => {
         if (finished) return;
-        if (exchange.awaitingFirstEvent && !res.immediateResponse && req?.responseHeaders) {
+        if (exchange.holdsResponseHeaders && !res.immediateResponse && req?.responseHeaders) {
           heldHeaders = res;
           return;
         }
@@ -180,12 +186,12 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         // (a slice of one) gets none, before the first event and after it.
         if (req?.responseBody && isEmptyPiece(res)) return;
         if (heldHeaders) {
-          if (!res.immediateResponse) call.write(heldHeaders);
+          if (!res.immediateResponse) call.write(withBodyHeaders(heldHeaders, res));
           heldHeaders = null;
         }
         const streamedEnd = res.responseBody?.response?.bodyMutation?.streamedResponse?.endOfStream ?? false;
         const bufferedEnd = (req?.responseBody?.endOfStream ?? false) && !res.responseBody?.response?.bodyMutation?.streamedResponse;
-        const ending = res.immediateResponse !== undefined || streamedEnd || bufferedEnd || res.modeOverride === PASS_RESPONSE;
+        const ending = res.immediateResponse !== undefined || streamedEnd || bufferedEnd;
         // The exchange's last answer carries what Envoy's access log reads (alias, tokens, outcome).
         const summary = ending && exchange.started ? exchange.summary() : undefined;
         if (summary) res.dynamicMetadata = { [ACCESS_LOG_NAMESPACE]: accessLogFields(summary) };
