@@ -212,6 +212,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         if (refused) metrics.refused(routeLabel(path, API_PREFIX), refused.status, refused.code);
       },
       onFailure: () => metrics.error('authorization'),
+      abandoned: (requestId) => void billing.releaseAbandoned(requestId),
     }),
     extProc: createExternalProcessorService({
       log,

@@ -101,3 +101,76 @@ describe('ext_authz adapter: the allowlist reads the source address', () => {
     expect(statusOf(await check(noSource(newKey(null))))).toBe(200);
   });
 });
+
+describe('ext_authz adapter: a check Envoy stopped waiting for', () => {
+  const PERIOD = () => new Date().toISOString().slice(0, 7);
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  /** A chat request with a key, as Envoy sends it with the body. */
+  const chat = (key: string, requestId: string) =>
+    CheckRequest.fromPartial({
+      attributes: {
+        source: { address: { socketAddress: { address: CLIENT, portValue: 40_000 } } },
+        request: {
+          http: {
+            method: 'POST',
+            path: '/v1/chat/completions',
+            headers: { 'x-api-key': key, 'x-request-id': requestId, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] }),
+          },
+        },
+      },
+    });
+
+  it('gives the hold back at once when the answer comes after the deadline; a timely one keeps it for response processing', async () => {
+    const sub = mkdtempSync(join(tmpdir(), 'authz-late-'));
+    const ledger = createMemoryLedger();
+    await ledger.adjustBalance('ten_1', 1_000_000, 'grant-ten_1', 'grant', Date.now());
+    const billing = new Billing(ledger, cfg.billing, new SettlementJournal(join(sub, 'journal.jsonl')), { settled: () => {}, failed: () => {} });
+    const authorizer = new Authorizer({ brand: 'svc', findKey: async (h) => keys.get(h) ?? null, verifySession: async () => null });
+    const gate = new Gate(authorizer, billing, { catalog: new Catalog(cfg.models, 'svc'), defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 }, '/v1', cfg.limits.maxRequestHeaders);
+    // The gate finishes (and places the hold) 300 ms after the call arrives.
+    const slowGate = { check: async (r: Parameters<Gate['check']>[0]) => (await sleep(300), gate.check(r)), authenticate: gate.authenticate.bind(gate) } as unknown as Gate;
+    const released: string[] = [];
+    const authz = createAuthorizationService({
+      gate: slowGate,
+      brand: 'svc',
+      upstreamKey: undefined,
+      log: pino({ level: 'silent' }),
+      abandoned: (rid) => {
+        released.push(rid);
+        void billing.releaseAbandoned(rid);
+      },
+    });
+    const address = `unix:${join(sub, 'sock')}`;
+    const srv = await startGrpcServer(address, { authz, extProc: { process: () => {} } as never });
+    const Client = makeGenericClientConstructor(AuthorizationService as never, 'Authorization');
+    const client = new Client(address, credentials.createInsecure()) as unknown as {
+      check(req: CheckRequest, opts: { deadline: number }, cb: (err: ServiceError | null, res: CheckResponse) => void): void;
+      close(): void;
+    };
+    const call = (req: CheckRequest, deadlineMs: number) =>
+      new Promise<ServiceError | CheckResponse>((resolve) => client.check(req, { deadline: Date.now() + deadlineMs }, (err, res) => resolve(err ?? res)));
+    try {
+      const key = newKey(null);
+      const late = await call(chat(key, 'req-late'), 100);
+      expect((late as ServiceError).code).toBe(4); // DEADLINE_EXCEEDED: Envoy would answer 503
+      await sleep(500);
+      expect(released).toEqual(['req-late']);
+      expect((await ledger.account('ten_1', PERIOD())).held).toBe(0);
+
+      const timely = await call(chat(key, 'req-timely'), 5_000);
+      expect(statusOf(timely as CheckResponse)).toBe(200);
+      await sleep(100);
+      expect(released).toEqual(['req-late']);
+      // Kept for the claim (ext_proc), released only after the claim grace period.
+      expect((await ledger.account('ten_1', PERIOD())).held).toBeGreaterThan(0);
+      await billing.releaseAllUnclaimed();
+      expect((await ledger.account('ten_1', PERIOD())).held).toBe(0);
+    } finally {
+      client.close();
+      await srv.close();
+      rmSync(sub, { recursive: true, force: true });
+    }
+  });
+});

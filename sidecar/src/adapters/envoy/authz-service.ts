@@ -68,6 +68,8 @@ export interface AuthzDeps {
   readonly observe?: (ms: number, path: string, refused: { readonly status: number; readonly code: string | null } | null) => void;
   /** A check that threw (Envoy answers with the 503 envelope). */
   readonly onFailure?: () => void;
+  /** An admitted request whose check Envoy stopped waiting for: its hold goes back now. */
+  readonly abandoned?: (requestId: string) => void;
 }
 
 /** Internal routing header: tells Envoy's route table how the response will flow. */
@@ -150,6 +152,13 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
             return;
           }
           deps.observe?.(performance.now() - t0, req.path, null);
+          if (call.cancelled && outcome.inference) {
+            // Too late: Envoy's timeout passed and it refused the request (503), so nothing
+            // will process its response or claim its hold.
+            deps.log.warn({ request_id: requestId, path: pathOnly(req.path) }, 'check finished after Envoy stopped waiting; hold released');
+            deps.abandoned?.(requestId);
+            return;
+          }
           const p = outcome.principal;
           const fields = p ? principalToMetadata(p) : null;
           let setHeaders;

@@ -202,6 +202,16 @@ export class Billing {
   }
 
   /**
+   * Envoy gave up on this request's check (its ext_authz timeout passed) after the hold
+   * was placed: Envoy refused the request, so no response processing will claim the hold.
+   * Released now rather than after the claim grace period; a hold this process did not
+   * place, or one already claimed, is left alone.
+   */
+  releaseAbandoned(requestId: string): Promise<void> {
+    return this.releaseUnclaimed(requestId);
+  }
+
+  /**
    * The response processing has taken this request over (it will settle or release it).
    * Returns false when another process placed the hold (its holdOpened fired there,
    * and its unclaimedReleased fires there after the grace period).
