@@ -2,7 +2,7 @@
  * A small change measured against the commit before it, on the same box at
  * the same time: starts the full gateway of this checkout and of another one
  * (each with its own test harness, simulator and, for redis, redis-server) and
- * sends JSON chats to the two alternately, one at a time on one keep-alive
+ * sends chats to the two alternately, one at a time on one keep-alive
  * connection each, so drift and neighbours hit both alike. `npm run bench`
  * runs its targets one after another; on a noisy box a change of a few tenths
  * of a millisecond drowns in the difference between two of its runs.
@@ -14,9 +14,12 @@
  *   AB_REQUESTS  measured requests per checkout (default 3000)
  *   AB_WARMUP    unmeasured requests per checkout first (default 300)
  *   AB_STORE     memory (default) or redis (with the credit check on)
+ *   AB_KIND      json (default: time to the last byte), stream (32 chunks
+ *                written at once) or sliced (the same in 1-500-byte slices
+ *                1 ms apart): time to the first complete event and to [DONE]
  *
- * Prints p50/p90/p99/mean per checkout and the median of the paired
- * differences (this − other, request i of each); the last line is
+ * Prints p50/p90/p99/mean per checkout and measure, and the median of the
+ * paired differences (this − other, request i of each); the last line is
  * `AB_JSON {...}`. Every answer must be a 200. The harness's gateway is the
  * integration tests' (log level info, test settings), not the bench's:
  * compare the two rows with each other, not with `npm run bench`.
@@ -25,8 +28,8 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { GatewayOptions, TestGateway } from '../harness/gateway.js';
 import { startGateway } from '../harness/gateway.js';
-import { SequentialClient } from './latency.js';
-import { chatBody } from './scenarios.js';
+import { SequentialClient, StreamClient } from './latency.js';
+import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { fmt, table } from './report.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
 
@@ -43,7 +46,13 @@ if (!other) {
 const REQUESTS = envInt('AB_REQUESTS', 3000);
 const WARMUP = envInt('AB_WARMUP', 300);
 const STORE = process.env.AB_STORE === 'redis' ? 'redis' : 'memory';
+const KIND = process.env.AB_KIND === 'stream' || process.env.AB_KIND === 'sliced' ? process.env.AB_KIND : 'json';
 const ALIAS = 'svc-core';
+/** Content chunks, the role chunk, the finish chunk, the usage chunk and [DONE]. */
+const STREAM_EVENTS = STREAM_TOKENS + 4;
+
+/** One request: its measures in ms (by name), or a problem. */
+type One = () => Promise<Record<string, number>>;
 
 type Start = (opts: GatewayOptions) => Promise<TestGateway>;
 const otherHarness = pathToFileURL(resolve(other, 'test/harness/gateway.ts')).href;
@@ -51,27 +60,51 @@ const startOther = ((await import(otherHarness)) as { startGateway: Start }).sta
 
 const options: GatewayOptions = STORE === 'redis' ? GATEWAY_VARIANTS.credit.options : { store: 'memory' };
 
-async function ready(start: Start): Promise<{ gw: TestGateway; client: SequentialClient }> {
+async function ready(start: Start): Promise<{ gw: TestGateway; one: One }> {
   const gw = await start(options);
   if (STORE === 'redis') await gw.admin.adjustCredits(gw.tenantId, CREDIT_GRANT, 'ab-grant', 'bench');
-  const client = new SequentialClient({
+  const spec = (body: string) => ({
     url: `${gw.base}/chat/completions`,
     method: 'POST',
     headers: { authorization: `Bearer ${gw.key}`, 'content-type': 'application/json' },
-    body: chatBody(ALIAS),
+    body,
   });
-  return { gw, client };
+  if (KIND === 'json') {
+    const client = new SequentialClient(spec(chatBody(ALIAS)));
+    return {
+      gw,
+      one: async () => {
+        const r = await client.one();
+        if (r.status !== 200) throw new Error(`status ${r.status}`);
+        return { total: r.ms };
+      },
+    };
+  }
+  const check = (status: number, _body: string, events: number) =>
+    status !== 200 ? `status ${status}` : events !== STREAM_EVENTS ? `${events} events, expected ${STREAM_EVENTS}` : null;
+  const client = new StreamClient(spec(streamBody(ALIAS, STREAM_TOKENS, 0, KIND === 'sliced')), check);
+  return {
+    gw,
+    one: async () => {
+      const r = await client.one();
+      const problem = check(r.status, r.body, r.events);
+      if (problem) throw new Error(problem);
+      return { first_event: r.firstEventMs, done: r.doneMs };
+    },
+  };
 }
 
 const sides = { this: await ready(startGateway), other: await ready(startOther) };
-const ms: Record<keyof typeof sides, number[]> = { this: [], other: [] };
+const ms: Record<keyof typeof sides, Record<string, number[]>> = { this: {}, other: {} };
 try {
   for (let i = 0; i < WARMUP + REQUESTS; i++) {
     // Alternate which goes first, so neither always follows the other's request.
     for (const side of i % 2 ? (['this', 'other'] as const) : (['other', 'this'] as const)) {
-      const r = await sides[side].client.one();
-      if (r.status !== 200) throw new Error(`${side}: status ${r.status}`);
-      if (i >= WARMUP) ms[side].push(r.ms);
+      const r = await sides[side].one().catch((err: Error) => {
+        throw new Error(`${side}: ${err.message}`);
+      });
+      if (i < WARMUP) continue;
+      for (const [k, v] of Object.entries(r)) (ms[side][k] ??= []).push(v);
     }
   }
 } finally {
@@ -83,15 +116,25 @@ const stats = (a: number[]) => {
   const s = [...a].sort((x, y) => x - y);
   return { p50: quantile(s, 0.5), p90: quantile(s, 0.9), p99: quantile(s, 0.99), mean: a.reduce((t, x) => t + x, 0) / a.length };
 };
-const result = { this: stats(ms.this), other: stats(ms.other) };
-const paired = stats(ms.this.map((x, i) => x - (ms.other[i] as number)));
-console.log(`JSON chat, one connection each, ${REQUESTS} measured requests per checkout, store ${STORE}; other = ${other}`);
+const measures = Object.keys(ms.this);
+const result = Object.fromEntries(measures.map((m) => [m, { this: stats(ms.this[m] as number[]), other: stats(ms.other[m] as number[]) }]));
+const paired = Object.fromEntries(measures.map((m) => [m, stats((ms.this[m] as number[]).map((x, i) => x - ((ms.other[m] as number[])[i] as number))).p50]));
+console.log(`${KIND} chat, one connection each, ${REQUESTS} measured requests per checkout, store ${STORE}; other = ${other}`);
 console.log(
   table(
-    ['checkout', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms'],
-    (['this', 'other'] as const).map((k) => [k, fmt(result[k].p50, 3), fmt(result[k].p90, 3), fmt(result[k].p99, 3), fmt(result[k].mean, 3)]),
+    ['measure', 'checkout', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms'],
+    measures.flatMap((m) =>
+      (['this', 'other'] as const).map((k) => {
+        const r = (result[m] as Record<'this' | 'other', ReturnType<typeof stats>>)[k];
+        return [m, k, fmt(r.p50, 3), fmt(r.p90, 3), fmt(r.p99, 3), fmt(r.mean, 3)];
+      }),
+    ),
+    2,
   ),
 );
-console.log(`this − other: p50 ${fmt(result.this.p50 - result.other.p50, 3)} ms, mean ${fmt(result.this.mean - result.other.mean, 3)} ms, median of paired differences ${fmt(paired.p50, 3)} ms`);
-console.log(`AB_JSON ${JSON.stringify({ time: new Date().toISOString(), store: STORE, requests: REQUESTS, other, result, paired_median_ms: paired.p50 })}`);
+for (const m of measures) {
+  const r = result[m] as Record<'this' | 'other', ReturnType<typeof stats>>;
+  console.log(`${m}, this − other: p50 ${fmt(r.this.p50 - r.other.p50, 3)} ms, mean ${fmt(r.this.mean - r.other.mean, 3)} ms, median of paired differences ${fmt(paired[m] as number, 3)} ms`);
+}
+console.log(`AB_JSON ${JSON.stringify({ time: new Date().toISOString(), kind: KIND, store: STORE, requests: REQUESTS, other, result, paired_median_ms: paired })}`);
 process.exit(0);
