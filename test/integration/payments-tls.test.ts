@@ -94,6 +94,19 @@ describe('payment provider over https (accountService.paymentsTls)', () => {
     expect(seen.length).toBe(before);
   });
 
+  it('calls share one verified connection; one left idle for 4 s is closed and the next call opens a new one', async () => {
+    cert = () => server;
+    const p = provider(`https://localhost:${port}`, { customCaFile: trusted.certFile });
+    const [before, connectionsBefore] = [seen.length, connections];
+    for (let i = 0; i < 3; i++) expect(await p.charge({ ...charge, idempotencyKey: `idem-reuse-${i}` })).toEqual({ status: 'succeeded', chargeId: 'ch_tls_1' });
+    expect(seen.length - before).toBe(3);
+    expect(connections - connectionsBefore).toBe(1);
+    await new Promise((r) => setTimeout(r, 4_500));
+    expect(await p.charge({ ...charge, idempotencyKey: 'idem-reuse-late' })).toEqual({ status: 'succeeded', chargeId: 'ch_tls_1' });
+    expect(connections - connectionsBefore).toBe(2);
+    expect(seen.length - before).toBe(4);
+  });
+
   it('serverName names the expected host when the URL has an address', async () => {
     cert = () => server;
     const p = provider(`https://127.0.0.1:${port}`, { customCaFile: trusted.certFile, serverName: 'localhost' });

@@ -1,4 +1,4 @@
-import { httpExchange, nodeTlsOptions, parseJsonBody } from '../../src/adapters/outbound-tls.js';
+import { httpExchange, keepAliveAgent, nodeTlsOptions, parseJsonBody } from '../../src/adapters/outbound-tls.js';
 import type { OutboundTls } from '../../src/config/outbound-tls.js';
 import { PaymentUnavailableError } from './provider.js';
 
@@ -7,6 +7,8 @@ import { PaymentUnavailableError } from './provider.js';
  * An https:// provider is verified with `accountService.paymentsTls` (CA,
  * host name, minimum version, client certificate), its files read here, once,
  * at start; no redirect is followed; time and response size are bounded.
+ * Connections are kept open between calls (a top-up does not pay for a new
+ * TCP and TLS handshake each time).
  */
 export interface PaymentHttpReply {
   readonly status: number;
@@ -27,6 +29,7 @@ export interface PaymentHttpOptions {
 export function createPaymentHttp(baseUrl: string, opts: PaymentHttpOptions): PaymentHttp {
   const base = baseUrl.replace(/\/$/, '');
   const tls = base.startsWith('https:') ? nodeTlsOptions(opts.tls, new URL(base).hostname, 'accountService.paymentsTls') : null;
+  const agent = keepAliveAgent(tls);
   return {
     async request(method, path, body, headers = {}) {
       let reply;
@@ -36,6 +39,7 @@ export function createPaymentHttp(baseUrl: string, opts: PaymentHttpOptions): Pa
           headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
           body: body === undefined ? undefined : JSON.stringify(body),
           tls,
+          agent,
           timeoutMs: opts.timeoutMs ?? 10_000,
           maxBytes: opts.maxBytes ?? 64 * 1024,
         });
