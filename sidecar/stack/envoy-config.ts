@@ -605,7 +605,7 @@ export function buildEnvoyBootstrap(cfg: Config, opts: EnvoyRenderOptions = {}):
           ...cluster('provider', provider, { connectTimeoutMs: cfg.upstream.connectTimeoutMs, tls: cfg.upstream.tls }),
           per_connection_buffer_limit_bytes: cfg.limits.connectionBufferBytes,
         },
-        cluster('account', account, { connectTimeoutMs: 2000 }),
+        cluster('account', account, { connectTimeoutMs: 2000, tls: cfg.accountService.tls }),
         cluster('sidecar_admin', sidecarAdminTarget(cfg, sidecarAddressesOf(cfg, opts)[0] as string), { connectTimeoutMs: 1000 }),
       ],
     },

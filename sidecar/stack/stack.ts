@@ -222,16 +222,23 @@ function nthFile(path: string, i: number): string {
 }
 
 /**
- * Envoy reads the provider's TLS files itself and, when one is missing, fails
- * with a message about its bootstrap; say which setting names a missing file instead.
+ * Envoy reads the TLS files of its https clusters (the provider, the account
+ * service) itself and, when one is missing, fails with a message about its
+ * bootstrap; say which setting names a missing file instead.
  */
-function requireUpstreamTlsFiles(cfg: Config): void {
-  if (!cfg.upstream.baseUrl.startsWith('https:')) return;
-  for (const { key, file } of tlsFiles(cfg.upstream.tls)) {
-    try {
-      accessSync(file, constants.R_OK);
-    } catch {
-      throw new Error(`upstream.tls.${key}: cannot read ${file}`);
+export function requireUpstreamTlsFiles(cfg: Config): void {
+  const clusters = [
+    { url: cfg.upstream.baseUrl, tls: cfg.upstream.tls, setting: 'upstream.tls' },
+    { url: cfg.accountService.url, tls: cfg.accountService.tls, setting: 'accountService.tls' },
+  ];
+  for (const { url, tls, setting } of clusters) {
+    if (!url.startsWith('https:')) continue;
+    for (const { key, file } of tlsFiles(tls)) {
+      try {
+        accessSync(file, constants.R_OK);
+      } catch {
+        throw new Error(`${setting}.${key}: cannot read ${file}`);
+      }
     }
   }
 }

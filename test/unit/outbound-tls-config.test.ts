@@ -12,6 +12,7 @@ import { ConfigError, loadConfig, mergeConfig, parseConfig } from '../../sidecar
 import { SYSTEM_CA_BUNDLE } from '../../sidecar/src/config/outbound-tls.js';
 import { redisClientOptions } from '../../sidecar/src/store/redis-client-options.js';
 import { buildEnvoyBootstrap } from '../../sidecar/stack/envoy-config.js';
+import { requireUpstreamTlsFiles } from '../../sidecar/stack/stack.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tls-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -29,10 +30,11 @@ function problemsOf(over: Record<string, unknown>): readonly string[] {
 }
 
 type Plain = Record<string, any>;
-function providerCluster(over: Record<string, unknown>): Plain {
+function envoyCluster(name: string, over: Record<string, unknown>): Plain {
   const boot = buildEnvoyBootstrap(config(over)) as Plain;
-  return boot.static_resources.clusters.find((c: Plain) => c.name === 'provider');
+  return boot.static_resources.clusters.find((c: Plain) => c.name === name);
 }
+const providerCluster = (over: Record<string, unknown>): Plain => envoyCluster('provider', over);
 
 describe('outbound TLS settings', () => {
   it('default to the system bundle, TLS 1.2 or later, the URL host and no client certificate, for every outbound connection', () => {
@@ -40,6 +42,7 @@ describe('outbound TLS settings', () => {
     const expected = { caBundleFile: SYSTEM_CA_BUNDLE, customCaFile: null, clientCertFile: null, clientKeyFile: null, serverName: null, minVersion: '1.2' };
     expect(cfg.upstream.tls).toEqual(expected);
     expect(cfg.identity.tls).toEqual(expected);
+    expect(cfg.accountService.tls).toEqual(expected);
     const redis = config({ store: { kind: 'redis', url: 'rediss://r:6380' } });
     expect(redis.store).toEqual({ kind: 'redis', url: 'rediss://r:6380', username: null, passwordFile: null, passwordEnv: 'REDIS_PASSWORD', tls: expected });
   });
@@ -133,5 +136,38 @@ describe("Envoy's provider cluster", () => {
         match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: 'llm.internal' } }],
       },
     });
+  });
+});
+
+describe("Envoy's account service cluster", () => {
+  it('plain http: no TLS; https: verified with accountService.tls (custom CA, name, client certificate), not with upstream.tls', () => {
+    expect(envoyCluster('account', {}).transport_socket).toBeUndefined();
+    const ctx = envoyCluster('account', {
+      upstream: { baseUrl: 'https://api.provider.example/v1', tls: { customCaFile: '/provider-ca.pem' } },
+      accountService: {
+        url: 'https://10.0.0.9:8443',
+        tls: { serverName: 'accounts.internal', customCaFile: '/accounts-ca.pem', clientCertFile: '/gw.pem', clientKeyFile: '/gw-key.pem' },
+      },
+    }).transport_socket.typed_config;
+    expect(ctx.sni).toBe('accounts.internal');
+    expect(ctx.common_tls_context).toEqual({
+      tls_params: { tls_minimum_protocol_version: 'TLSv1_2', tls_maximum_protocol_version: 'TLSv1_3' },
+      tls_certificates: [{ certificate_chain: { filename: '/gw.pem' }, private_key: { filename: '/gw-key.pem' } }],
+      validation_context: {
+        trusted_ca: { filename: '/accounts-ca.pem' },
+        match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: 'accounts.internal' } }],
+      },
+    });
+  });
+
+  it('a TLS file Envoy would not find stops the start, naming the setting; an http:// account service needs none', () => {
+    const missing = join(dir, 'missing-accounts-ca.pem');
+    const cfg = config({ accountService: { url: 'https://accounts.internal:8443', tls: { customCaFile: missing } } });
+    expect(() => requireUpstreamTlsFiles(cfg)).toThrow(`accountService.tls.customCaFile: cannot read ${missing}`);
+    expect(() => requireUpstreamTlsFiles(config({ accountService: { url: 'http://accounts.internal:8081', tls: { customCaFile: missing } } }))).not.toThrow();
+  });
+
+  it('refuses a client certificate without its key there too, naming the setting', () => {
+    expect(problemsOf({ accountService: { url: 'https://a.example', tls: { clientCertFile: '/c.pem' } } }).some((p) => p.startsWith('accountService.tls'))).toBe(true);
   });
 });

@@ -128,6 +128,8 @@ export const ConfigSchema = z
     accountService: z
       .object({
         url: z.url({ protocol: /^https?$/ }),
+        /** How Envoy verifies an https:// account service (and presents a client certificate), as upstream.tls. */
+        tls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
         billingEnabled: z.boolean().default(false),
         /** Payment provider base URL (the bundled payment simulator locally); null: top-ups answer topup_not_configured. */
         paymentsUrl: z.url({ protocol: /^https?$/ }).nullable().default(null),
