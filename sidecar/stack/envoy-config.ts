@@ -209,21 +209,20 @@ function extProcModes(mode: {
 }
 
 /**
- * Chat and embeddings: ext_authz has already read the body (auth, validation,
- * credit hold) and set the flow header; ext_proc gets the body (request id and
- * path as attributes, no header round trip), then the response headers, then
- * the body chunk by chunk (full duplex).
+ * Chat and embeddings, JSON or SSE alike: ext_authz has already read the body
+ * (auth, validation, credit hold) and set the flow header; ext_proc gets the
+ * body (request id and path as attributes, no header round trip), then the
+ * response headers, then the body chunk by chunk (full duplex).
  *
  * Full duplex for JSON answers too: Envoy sends the provider's body right behind its
  * headers without waiting for the headers' answer, and the sidecar answers both at the
  * body's end (the headers then carry the rewritten content-length). With a BUFFERED body
  * Envoy waits for the headers' answer before it sends the body: one more round trip to
  * the sidecar on every JSON answer. The sidecar collects the body itself, up to
- * limits.maxResponseBytes.
+ * limits.maxResponseBytes. On a stream, full duplex also lets the sidecar speak when the
+ * provider falls silent (an error event).
  */
-const BUFFERED_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'FULL_DUPLEX_STREAMED' });
-// SSE: full duplex, so the sidecar can also speak when the provider falls silent (an error event).
-const STREAMED_FLOW = BUFFERED_FLOW;
+const BODY_FLOW = extProcModes({ requestHeaders: 'SKIP', requestBody: 'BUFFERED', responseHeaders: 'SEND', responseBody: 'FULL_DUPLEX_STREAMED' });
 /** Paths the sidecar answers itself at request-header time. */
 const ANSWERED_FLOW = { ...extProcModes({ requestHeaders: 'SEND', requestBody: 'NONE', responseHeaders: 'SKIP', responseBody: 'NONE' }), ...HEADERS_ONLY_AUTHZ };
 
@@ -278,7 +277,7 @@ function routes(cfg: Config, provider: ParsedUpstream, account: ParsedUpstream, 
       retry_policy: { retry_on: 'connect-failure,refused-stream,reset-before-request', num_retries: 2 },
     },
     request_headers_to_remove: [flowHeader],
-    typed_per_filter_config: flow === 'stream' ? STREAMED_FLOW : BUFFERED_FLOW,
+    typed_per_filter_config: BODY_FLOW,
   });
   // Answered by the sidecar at request-header time; the 500 below only shows
   // if it did not (turned into the 503 envelope by the local-reply mappers).

@@ -83,3 +83,31 @@ describe('parts of the gateway are down', () => {
   });
 
 });
+
+describe('a JSON answer larger than limits.maxResponseBytes', () => {
+  let small: TestGateway;
+  beforeAll(async () => {
+    // The sidecar collects a JSON answer itself (full duplex); above this it stops.
+    small = await startGateway({ store: 'redis', config: { limits: { maxRequestBytes: 32 * 1024, maxResponseBytes: 64 * 1024 } } });
+  });
+  afterAll(async () => {
+    await small?.stop();
+  });
+
+  it('is a 502 upstream_error that costs nothing and holds nothing; one that fits is served', async () => {
+    const { books } = await import('../harness/money.js');
+    const askSmall = (tokens: number) =>
+      post(`${small.base}/chat/completions`, { model: 'svc-core', max_tokens: 30_000, messages: [{ role: 'user', content: `tell #sim:tokens=${tokens}` }] }, small.key);
+    const r = await askSmall(20_000); // about 120 KB of text
+    expectEnvelope(r, 502, 'upstream_error', 'api_error');
+    expectNoLeak(r, [...SECRETS, small.upstreamKey]);
+    const after = await books(small.admin, small.tenantId);
+    expect(after.held).toBe(0);
+    expect(Math.abs(after.charged)).toBe(0); // no charge entry at all (the sum of none is -0)
+    expect(after.usageCost).toBe(0);
+    expect(after.usageIds.has(r.headers.get('x-request-id') ?? '')).toBe(false);
+    const ok = await askSmall(200);
+    expect(ok.status, ok.text).toBe(200);
+    expect(Number(ok.headers.get('content-length'))).toBe(Buffer.byteLength(ok.text));
+  });
+});

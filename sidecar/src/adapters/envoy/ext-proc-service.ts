@@ -189,9 +189,9 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           if (!res.immediateResponse) call.write(withBodyHeaders(heldHeaders, res));
           heldHeaders = null;
         }
+        // Every response body is processed in full duplex: its last piece carries endOfStream.
         const streamedEnd = res.responseBody?.response?.bodyMutation?.streamedResponse?.endOfStream ?? false;
-        const bufferedEnd = (req?.responseBody?.endOfStream ?? false) && !res.responseBody?.response?.bodyMutation?.streamedResponse;
-        const ending = res.immediateResponse !== undefined || streamedEnd || bufferedEnd;
+        const ending = res.immediateResponse !== undefined || streamedEnd;
         // The exchange's last answer carries what Envoy's access log reads (alias, tokens, outcome).
         const summary = ending && exchange.started ? exchange.summary() : undefined;
         if (summary) res.dynamicMetadata = { [ACCESS_LOG_NAMESPACE]: accessLogFields(summary) };
