@@ -32,15 +32,16 @@ describe('scanDeltaChunk', () => {
   it('finds exactly the provider choices and the content size in any plain delta chunk', () => {
     fc.assert(
       fc.property(deltaChunk, fc.boolean(), (chunk, spaced) => {
-        const data = spaced ? JSON.stringify(chunk, null, 1) : JSON.stringify(chunk);
+        // Spaced with blanks only: a line break or tab sends a chunk to the full parse.
+        const data = spaced ? JSON.stringify(chunk, null, 1).replace(/\n/g, '') : JSON.stringify(chunk);
         const scanned = scanDeltaChunk(data);
         expect(scanned).not.toBeNull();
         expect(JSON.parse(scanned!.choices)).toEqual(chunk.choices);
         expect(scanned!.created).toBe(chunk.created ?? null);
-        if (!spaced) {
-          const chars = chunk.choices.reduce((n, c) => n + (c.delta.content === undefined ? 0 : JSON.stringify(c.delta.content).length - 2), 0);
-          expect(scanned!.contentChars).toBe(chars);
-        }
+        // Counted where the members are, so the same with or without whitespace between them.
+        const chars = chunk.choices.reduce((n, c) => n + (c.delta.content === undefined ? 0 : JSON.stringify(c.delta.content).length - 2), 0);
+        expect(scanned!.contentChars).toBe(chars);
+        expect(scanned!.finished).toBe(chunk.choices.some((c) => typeof c.finish_reason === 'string'));
       }),
       { numRuns: 500 },
     );
@@ -62,12 +63,28 @@ describe('scanDeltaChunk', () => {
     expect(scanDeltaChunk(JSON.stringify(chunk))).toBeNull();
   });
 
+  it('counts tool-call arguments and a finish_reason only when it is a string', () => {
+    const args = '{"city":"Z\\u00fcrich"}';
+    const chunk = { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { name: 'w', arguments: args } }] }, finish_reason: null }] };
+    const scanned = scanDeltaChunk(JSON.stringify(chunk));
+    expect(scanned).not.toBeNull();
+    expect(scanned!.contentChars).toBe(JSON.stringify(args).length - 2);
+    expect(scanned!.finished).toBe(false);
+    const done = scanDeltaChunk(JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] }));
+    expect(done?.finished).toBe(true);
+  });
+
   it('steps aside for malformed or truncated JSON', () => {
     const good = JSON.stringify({ id: 'a', choices: [{ index: 0, delta: { content: 'hi "there"' } }] });
     for (let cut = 0; cut < good.length; cut++) expect(scanDeltaChunk(good.slice(0, cut))).toBeNull();
     expect(scanDeltaChunk(`${good}x`)).toBeNull();
     expect(scanDeltaChunk('[1,2]')).toBeNull();
     expect(scanDeltaChunk('{"choices":[{"a":1}],"created":1e9}')).toBeNull();
+    // Trailing commas, at every level.
+    expect(scanDeltaChunk('{"choices":[{"index":0,"delta":{}}],}')).toBeNull();
+    expect(scanDeltaChunk('{"choices":[{"index":0,"delta":{},}]}')).toBeNull();
+    expect(scanDeltaChunk('{"choices":[{"index":0,"delta":{"content":"x",}}]}')).toBeNull();
+    expect(scanDeltaChunk('{"choices":[{"index":0,"delta":{}},]}')).toBeNull();
   });
 });
 
@@ -96,7 +113,7 @@ describe('scanDeltaChunk soundness', () => {
     let answered = 0;
     fc.assert(
       fc.property(fc.oneof(chunk, deltaChunk as fc.Arbitrary<Record<string, unknown>>), fc.boolean(), (c, spaced) => {
-        const data = JSON.stringify(c, null, spaced ? 1 : undefined);
+        const data = spaced ? JSON.stringify(c, null, 1).replace(/\n/g, '') : JSON.stringify(c);
         const spans = scanDeltaChunk(data);
         if (spans === null) return;
         answered++;
@@ -118,9 +135,53 @@ describe('scanDeltaChunk soundness', () => {
           expect(Number.isSafeInteger(parsed.created) && (parsed.created as number) >= 0).toBe(true);
           expect(spans.created).toBe(parsed.created);
         } else expect(spans.created).toBeNull();
+        expect(spans.finished).toBe(choices.some((ch) => typeof ch.finish_reason === 'string'));
       }),
       { numRuns: 3000 },
     );
     expect(answered).toBeGreaterThan(100); // the generator reaches the fast path often enough to mean something
+  });
+});
+
+/**
+ * Soundness over text that is not quite JSON: a plain chunk with one character
+ * inserted, removed or replaced anywhere (structure, escapes, literals, numbers,
+ * control characters). Whenever the no-parse path answers, the text must be
+ * valid JSON, its choices exactly what the parse finds, and the caller's line
+ * unbroken; a corrupted chunk must never pass through as if it were whole.
+ */
+describe('scanDeltaChunk on corrupted chunks', () => {
+  const withTools = fc.record({
+    choices: fc.constant([{ index: 0, delta: { tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'w', arguments: '{"q":"Z\\u00fcrich \\"x\\""}' } }] }, logprobs: { content: [{ token: 'a', logprob: -0.5 }] }, finish_reason: null }]),
+    created: fc.nat({ max: 2_000_000_000 }),
+  });
+  const edit = fc.record({
+    at: fc.nat(),
+    op: fc.constantFrom('insert', 'delete', 'replace'),
+    ch: fc.constantFrom('{', '}', '[', ']', '"', ',', ':', ' ', '\\', '\n', '\t', '\u0001', '0', '-', '.', 'e', 'u', 'x', 't', 'n', 'l'),
+  });
+
+  it('answers only for valid JSON, and then agrees with the parse', () => {
+    let answered = 0;
+    fc.assert(
+      fc.property(fc.oneof(deltaChunk as fc.Arbitrary<Record<string, unknown>>, withTools), edit, (chunk, { at, op, ch }) => {
+        const good = JSON.stringify(chunk);
+        const i = at % (good.length + 1);
+        const text = op === 'insert' ? good.slice(0, i) + ch + good.slice(i) : good.slice(0, i) + (op === 'replace' ? ch : '') + good.slice(i + 1);
+        const spans = scanDeltaChunk(text);
+        if (spans === null) return;
+        answered++;
+        let parsed: Record<string, unknown>;
+        try {
+          parsed = JSON.parse(text) as Record<string, unknown>;
+        } catch {
+          throw new Error(`answered for text that is not JSON: ${text}`);
+        }
+        expect(JSON.parse(spans.choices)).toEqual(parsed.choices);
+        expect(spans.choices).not.toMatch(/[\r\n]/);
+      }),
+      { numRuns: 20000 },
+    );
+    expect(answered).toBeGreaterThan(1000);
   });
 });

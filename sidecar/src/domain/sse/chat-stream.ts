@@ -8,8 +8,6 @@ import { SseFramer, type SseEvent } from './framer.js';
 import { scanDeltaChunk, type ChunkSpans } from './chunk-scan.js';
 
 const DONE = Buffer.from('data: [DONE]\n\n');
-/** A finish_reason with a value (not null) in a choices array's raw JSON. */
-const FINISHED = /"finish_reason"\s*:\s*"/;
 
 const frame = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`;
 
@@ -113,7 +111,7 @@ export class ChatStreamRewriter {
   /** A plain delta chunk: the provider's choices text between our id and alias, no parse. */
   private spliceChunk(c: ChunkSpans): string {
     if (c.created !== null) this.created = c.created;
-    if (!this.finished && FINISHED.test(c.choices)) this.finished = true;
+    if (c.finished) this.finished = true;
     if (c.contentChars > 0) {
       this.completionChars += c.contentChars;
       this.deltaCount++;

@@ -7,6 +7,16 @@ import { MESSAGE_FIELDS } from '../chat-response.js';
  * provider's `choices` text instead of parsing and re-serialising it.
  * Returns null whenever the chunk is not plainly a delta chunk (then the full
  * parse handles it): anything unexpected, malformed, or not ASCII-keyed.
+ *
+ * One pass: `choices` is checked member by member where the top level meets
+ * it, and the content size and finish_reason are read on the way, so no part
+ * of the chunk is scanned twice (strings are skipped with indexOf, not
+ * character by character).
+ *
+ * Sound: whenever it answers, the chunk is valid JSON and `choices` is exactly
+ * what a parse finds. Strings and escapes are checked for the whole chunk at
+ * once (NOT_PLAIN), literals and numbers where they stand, and a nested value
+ * the walk does not enter (tool calls, logprobs) by parsing that value alone.
  */
 export interface ChunkSpans {
   /** Raw JSON of `choices` (an array). */
@@ -15,6 +25,8 @@ export interface ChunkSpans {
   readonly created: number | null;
   /** Characters of content in the deltas (for usage estimates). */
   readonly contentChars: number;
+  /** A choice carries a finish_reason string (not null): the answer is complete. */
+  readonly finished: boolean;
 }
 
 /** Top-level members a plain delta chunk may carry; their values are dropped or replaced. */
@@ -29,17 +41,36 @@ const CLOSE_BRACKET = 93;
 const COLON = 58;
 const COMMA = 44;
 
-/** JSON whitespace (charCodeAt past the end is NaN: not whitespace). */
-const isWs = (c: number): boolean => c === 32 || c === 10 || c === 13 || c === 9;
+/**
+ * Sent to the full parse whole: reasoning to strip, an error, any control
+ * character (raw inside a string it is not JSON; a line break would also end
+ * the caller's `data:` line; as whitespace it is merely rare), or a backslash
+ * that does not start a valid escape (a run of them is read pair by pair).
+ */
+const NOT_PLAIN = /reasoning|"error"|[\x00-\x1f]|(?<!\\)(?:\\\\)*\\(?!["\\/bfnrt]|u[0-9a-fA-F]{4})/;
+
+/** A JSON number, exactly (sticky: tried where a value starts). */
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+
+/** Whitespace between tokens: only the space is left once NOT_PLAIN has passed (charCodeAt past the end is NaN). */
+const isWs = (c: number): boolean => c === 32;
+
+const skipWs = (s: string, i: number): number => {
+  while (isWs(s.charCodeAt(i))) i++;
+  return i;
+};
 
 /** Index just past the string starting at `i` (a quote), or -1. */
 function skipString(s: string, i: number): number {
-  for (let j = i + 1; j < s.length; j++) {
-    const c = s.charCodeAt(j);
-    if (c === BACKSLASH) j++;
-    else if (c === QUOTE) return j + 1;
+  for (let from = i + 1; ; ) {
+    const q = s.indexOf('"', from);
+    if (q < 0) return -1;
+    // Escaped when an odd number of backslashes stands right before it.
+    let b = q - 1;
+    while (s.charCodeAt(b) === BACKSLASH) b--;
+    if ((q - 1 - b) % 2 === 0) return q + 1;
+    from = q + 1;
   }
-  return -1;
 }
 
 /** Index just past the value starting at `i` (after whitespace), or -1. */
@@ -66,38 +97,95 @@ function skipValue(s: string, i: number): number {
     const d = s.charCodeAt(j);
     if (d === COMMA || d === CLOSE_BRACE || d === CLOSE_BRACKET || isWs(d)) break;
   }
-  return j > i ? j : -1;
+  return isLiteral(s, i, j) ? j : -1;
 }
 
-const skipWs = (s: string, i: number): number => {
-  while (isWs(s.charCodeAt(i))) i++;
-  return i;
-};
+/** s[from, to) is true, false, null or a number. */
+function isLiteral(s: string, from: number, to: number): boolean {
+  const n = to - from;
+  if (n === 4 && (s.startsWith('true', from) || s.startsWith('null', from))) return true;
+  if (n === 5 && s.startsWith('false', from)) return true;
+  NUMBER.lastIndex = from;
+  return NUMBER.test(s) && NUMBER.lastIndex === to;
+}
 
 /**
- * Walks the members of the object starting at `i` (a `{`): calls `member` with
- * the span of each key (inside its quotes) and of its value; stops at the first
- * false. Returns the index just past the object, or -1 when it is malformed or
- * a member was refused. Keys are compared in place (keyIs), never sliced out.
+ * Index just past the value at `i`, checked: an object or array the walk does
+ * not enter (tool calls, logprobs) is parsed alone, so no malformed nesting
+ * passes through untouched.
  */
-function walkObject(s: string, i: number, member: (keyStart: number, keyEnd: number, start: number, end: number) => boolean): number {
-  if (s.charCodeAt(i) !== OPEN_BRACE) return -1;
-  i = skipWs(s, i + 1);
-  while (i < s.length && s.charCodeAt(i) !== CLOSE_BRACE) {
-    if (s.charCodeAt(i) !== QUOTE) return -1;
-    const keyEnd = skipString(s, i);
-    if (keyEnd < 0) return -1;
-    const keyStart = i + 1;
-    i = skipWs(s, keyEnd);
-    if (s.charCodeAt(i) !== COLON) return -1;
-    const start = skipWs(s, i + 1);
-    const end = skipValue(s, start);
-    if (end < 0 || !member(keyStart, keyEnd - 1, start, end)) return -1;
-    i = skipWs(s, end);
-    if (s.charCodeAt(i) === COMMA) i = skipWs(s, i + 1);
-    else if (s.charCodeAt(i) !== CLOSE_BRACE) return -1;
+function checkedValue(s: string, i: number): number {
+  const end = skipValue(s, i);
+  const c = s.charCodeAt(i);
+  if (end > 0 && (c === OPEN_BRACE || c === OPEN_BRACKET)) {
+    try {
+      JSON.parse(s.slice(i, end));
+    } catch {
+      return -1;
+    }
   }
-  return s.charCodeAt(i) === CLOSE_BRACE ? i + 1 : -1;
+  return end;
+}
+
+/**
+ * The members of one JSON object, in order: `next()` finds a key and where its
+ * value starts; the caller finds where the value ends (skipping it or checking
+ * it on the way) and hands that to `endValue()`. `end` is the index just past
+ * the object once `next()` has returned false, or -1 when it is malformed.
+ */
+class Members {
+  keyStart = 0;
+  keyEnd = 0;
+  valueStart = 0;
+  end = -1;
+  private i: number;
+
+  constructor(
+    private readonly s: string,
+    at: number,
+  ) {
+    this.i = s.charCodeAt(at) === OPEN_BRACE ? skipWs(s, at + 1) : -1;
+  }
+
+  next(): boolean {
+    const s = this.s;
+    let i = this.i;
+    if (i < 0) return false;
+    const c = s.charCodeAt(i);
+    if (c === CLOSE_BRACE) {
+      this.end = i + 1;
+      return false;
+    }
+    if (c !== QUOTE) return this.malformed();
+    const keyEnd = skipString(s, i);
+    if (keyEnd < 0) return this.malformed();
+    this.keyStart = i + 1;
+    this.keyEnd = keyEnd - 1;
+    i = skipWs(s, keyEnd);
+    if (s.charCodeAt(i) !== COLON) return this.malformed();
+    this.valueStart = skipWs(s, i + 1);
+    return true;
+  }
+
+  /** The current value ends just before `at` (-1: it is malformed or refused). */
+  endValue(at: number): boolean {
+    const s = this.s;
+    if (at < 0) return this.malformed();
+    let i = skipWs(s, at);
+    const c = s.charCodeAt(i);
+    if (c === COMMA) {
+      i = skipWs(s, i + 1);
+      if (s.charCodeAt(i) !== QUOTE) return this.malformed(); // a trailing comma
+    } else if (c !== CLOSE_BRACE) return this.malformed();
+    this.i = i;
+    return true;
+  }
+
+  private malformed(): false {
+    this.i = -1;
+    this.end = -1;
+    return false;
+  }
 }
 
 /** s[start, end) is exactly `name`. */
@@ -113,42 +201,90 @@ function keyIn(s: string, start: number, end: number, names: readonly string[]):
 const CHOICE_KEYS = ['index', 'delta', 'finish_reason', 'logprobs'];
 const DELTA_KEYS: readonly string[] = [...MESSAGE_FIELDS];
 
-/** True when `choices` (an array's raw JSON) has only objects with known members and deltas with message fields. */
-function plainChoices(choices: string): boolean {
-  let i = skipWs(choices, 1);
-  for (;;) {
-    const end = walkObject(choices, i, (ks, ke, start, stop) => {
-      if (!keyIn(choices, ks, ke, CHOICE_KEYS)) return false;
-      return !keyIs(choices, ks, ke, 'delta') || walkObject(choices, start, (dks, dke) => keyIn(choices, dks, dke, DELTA_KEYS)) === stop;
-    });
-    if (end < 0) return false;
-    i = skipWs(choices, end);
-    if (choices.charCodeAt(i) !== COMMA) break;
-    i = skipWs(choices, i + 1);
-  }
-  return choices.charCodeAt(i) === CLOSE_BRACKET && skipWs(choices, i + 1) === choices.length;
+/** What reading `choices` found; `end` is the index just past it, -1 when it is not plain. */
+interface ChoicesScan {
+  end: number;
+  contentChars: number;
+  finished: boolean;
 }
 
-export function scanDeltaChunk(data: string): ChunkSpans | null {
-  // Anything that needs the full treatment is sent there: reasoning to strip, usage, errors.
-  if (data.includes('reasoning') || data.includes('"error"')) return null;
-  let choices: string | null = null;
-  let created: number | null = null;
-  const start = skipWs(data, 0);
-  const end = walkObject(data, start, (ks, ke, from, to) => {
-    if (!keyIn(data, ks, ke, DROPPED)) return false;
-    if (keyIs(data, ks, ke, 'usage')) return to - from === 4 && data.startsWith('null', from);
-    if (keyIs(data, ks, ke, 'choices')) choices = data.slice(from, to);
-    if (keyIs(data, ks, ke, 'created')) {
-      created = plainInteger(data, from, to);
-      if (created === null) return false;
+/**
+ * Checks the array at `i` holds only objects with known members and deltas
+ * with message fields, counting content and noting a finish_reason on the way.
+ */
+function scanChoices(s: string, i: number, out: ChoicesScan): void {
+  out.end = -1;
+  if (s.charCodeAt(i) !== OPEN_BRACKET) return;
+  i = skipWs(s, i + 1);
+  for (;;) {
+    const choice = new Members(s, i);
+    while (choice.next()) {
+      const { keyStart: ks, keyEnd: ke, valueStart: v } = choice;
+      let end: number;
+      if (keyIs(s, ks, ke, 'delta')) end = scanDelta(s, v, out);
+      else if (keyIn(s, ks, ke, CHOICE_KEYS)) {
+        end = checkedValue(s, v);
+        if (end > 0 && s.charCodeAt(v) === QUOTE && keyIs(s, ks, ke, 'finish_reason')) out.finished = true;
+      } else end = -1;
+      if (!choice.endValue(end)) return;
     }
-    return true;
-  });
-  if (end < 0 || skipWs(data, end) !== data.length) return null;
-  const found = choices as string | null;
-  if (found === null || found.charCodeAt(0) !== OPEN_BRACKET || !plainChoices(found)) return null;
-  return { choices: found, created, contentChars: contentChars(found) };
+    if (choice.end < 0) return;
+    i = skipWs(s, choice.end);
+    if (s.charCodeAt(i) !== COMMA) break;
+    i = skipWs(s, i + 1);
+  }
+  if (s.charCodeAt(i) === CLOSE_BRACKET) out.end = i + 1;
+}
+
+/** Index just past the delta object at `i` (-1: not an object of message fields); counts its content. */
+function scanDelta(s: string, i: number, out: ChoicesScan): number {
+  const delta = new Members(s, i);
+  while (delta.next()) {
+    const { keyStart: ks, keyEnd: ke, valueStart: v } = delta;
+    if (!keyIn(s, ks, ke, DELTA_KEYS)) return -1;
+    const end = checkedValue(s, v);
+    if (end > 0) {
+      if (s.charCodeAt(v) === QUOTE) {
+        if (keyIs(s, ks, ke, 'content')) out.contentChars += end - v - 2;
+      } else out.contentChars += markedChars(s, v, end);
+    }
+    if (!delta.endValue(end)) return -1;
+  }
+  return delta.end;
+}
+
+const scratch: ChoicesScan = { end: -1, contentChars: 0, finished: false };
+
+export function scanDeltaChunk(data: string): ChunkSpans | null {
+  // Anything that needs the full treatment is sent there (usage, checked below, too).
+  if (NOT_PLAIN.test(data)) return null;
+  let choicesAt = -1;
+  let choicesEnd = -1;
+  let contentChars = 0;
+  let finished = false;
+  let created: number | null = null;
+  const top = new Members(data, skipWs(data, 0));
+  while (top.next()) {
+    const { keyStart: ks, keyEnd: ke, valueStart: v } = top;
+    if (!keyIn(data, ks, ke, DROPPED)) return null;
+    let end: number;
+    if (keyIs(data, ks, ke, 'choices')) {
+      scratch.contentChars = 0;
+      scratch.finished = false;
+      scanChoices(data, v, scratch);
+      end = choicesEnd = scratch.end;
+      choicesAt = v;
+      contentChars = scratch.contentChars;
+      finished = scratch.finished;
+    } else {
+      end = checkedValue(data, v);
+      if (keyIs(data, ks, ke, 'usage') && !(end - v === 4 && data.startsWith('null', v))) return null;
+      if (keyIs(data, ks, ke, 'created') && (created = plainInteger(data, v, end)) === null) return null;
+    }
+    if (!top.endValue(end)) return null;
+  }
+  if (top.end < 0 || skipWs(data, top.end) !== data.length || choicesAt < 0) return null;
+  return { choices: data.slice(choicesAt, choicesEnd), created, contentChars, finished };
 }
 
 /** The digits s[from, to) as a number (1 to 12 of them, nothing else), or null. */
@@ -163,20 +299,22 @@ function plainInteger(s: string, from: number, to: number): number | null {
   return n;
 }
 
-/** Length of every "content" and "arguments" string value (escaped form: close enough for an estimate). */
-function contentChars(choices: string): number {
-  return stringValueChars(choices, '"content":"') + stringValueChars(choices, '"arguments":"');
+/**
+ * Length of every "content" and "arguments" string value inside s[from, to): a
+ * delta's tool calls (escaped form: close enough for an estimate).
+ */
+function markedChars(s: string, from: number, to: number): number {
+  return stringValueChars(s, from, to, '"content":"') + stringValueChars(s, from, to, '"arguments":"');
 }
 
-function stringValueChars(text: string, marker: string): number {
+function stringValueChars(s: string, from: number, to: number, marker: string): number {
   let n = 0;
-  let from = 0;
   for (;;) {
-    const k = text.indexOf(marker, from);
-    if (k < 0) return n;
+    const k = s.indexOf(marker, from);
+    if (k < 0 || k >= to) return n;
     const start = k + marker.length - 1;
-    const end = skipString(text, start);
-    if (end < 0) return n;
+    const end = skipString(s, start);
+    if (end < 0 || end > to) return n;
     n += end - start - 2;
     from = end;
   }
