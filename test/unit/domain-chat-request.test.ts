@@ -15,7 +15,7 @@ const messages = [{ role: 'user', content: 'Hello there, how are you?' }];
 function admit(body: Record<string, unknown>): { upstream: Record<string, unknown>; ctx: InferenceContext } {
   const a = admitChat({ model: 'svc-quick', messages, ...body }, catalog, policy);
   if (!a.ok) throw new Error(`refused: ${a.error.message}`);
-  return { upstream: JSON.parse(a.upstreamBody) as Record<string, unknown>, ctx: a.ctx };
+  return { upstream: JSON.parse(a.upstreamBody.toString()) as Record<string, unknown>, ctx: a.ctx };
 }
 
 function refusal(body: unknown): { code: string | null; param: string | null; message: string } {
@@ -53,7 +53,7 @@ describe('upstream body', () => {
     expect(admit({ temperature: 0 }).upstream.temperature).toBe(0);
     expect(admit({ temperature: 1.3 }).upstream.temperature).toBe(1.3);
     const other = admitChat({ model: 'svc-quick', messages }, catalog, { defaultTemperature: 0.2 });
-    expect(other.ok && JSON.parse(other.upstreamBody).temperature).toBe(0.2);
+    expect(other.ok && JSON.parse(other.upstreamBody.toString()).temperature).toBe(0.2);
   });
 
   it('a stream always asks for usage, merged into the caller stream_options', () => {

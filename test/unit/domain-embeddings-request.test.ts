@@ -13,7 +13,7 @@ const admit = (body: Record<string, unknown>, max = 4) => admitEmbeddings({ mode
 function accepted(body: Record<string, unknown>, max = 4) {
   const a = admit(body, max);
   if (!a.ok) throw new Error(`refused: ${a.error.message}`);
-  return { upstream: JSON.parse(a.upstreamBody) as Record<string, unknown>, ctx: a.ctx };
+  return { upstream: JSON.parse(a.upstreamBody.toString()) as Record<string, unknown>, ctx: a.ctx };
 }
 
 function refused(body: unknown, max = 4) {

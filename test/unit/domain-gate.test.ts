@@ -180,8 +180,8 @@ describe('the full check', () => {
     expect(await held()).toBe(o.inference.held);
     const admitted = admissions.take('req-1', body);
     expect(admitted).toBeDefined();
-    expect(o.inference.upstreamBytes).toBe(Buffer.byteLength(admitted!.upstreamBody));
-    expect(JSON.parse(admitted!.upstreamBody).stream_options).toEqual({ include_usage: true });
+    expect(o.inference.upstreamBytes).toBe(admitted!.upstreamBody.length);
+    expect(JSON.parse(admitted!.upstreamBody.toString()).stream_options).toEqual({ include_usage: true });
   });
 
   it('a gate built with a fixed policy and no admission cache serves the same', async () => {

@@ -3,6 +3,7 @@ import { Errors, gatewayError, type GatewayError } from './errors.js';
 import { resolveModelField } from './model-field.js';
 import type { Admission, FloorReport } from './request-context.js';
 import { estimateTokens } from './token-estimate.js';
+import { upstreamBody } from './upstream-body.js';
 import { isObject, isPositiveInt } from '../util/json.js';
 
 export interface ChatPolicy {
@@ -82,9 +83,11 @@ export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy): 
   if (stream) upstream.stream_options = { ...(isObject(body.stream_options) ? body.stream_options : {}), include_usage: true };
   else delete upstream.stream_options;
 
+  // The prompt material the hold is priced on: the messages, and the tools when there are any.
+  const sent = upstreamBody(upstream, body.tools ? ['messages', 'tools'] : ['messages']);
   return {
     ok: true,
-    upstreamBody: JSON.stringify(upstream),
+    upstreamBody: sent.bytes,
     ctx: {
       endpoint: 'chat',
       resolved,
@@ -93,7 +96,7 @@ export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy): 
       requestCount: 1,
       maxTokens: effective,
       promptEstimate: estimateTokens(body.messages),
-      promptBytes: Buffer.byteLength(JSON.stringify(body.messages)) + (body.tools ? Buffer.byteLength(JSON.stringify(body.tools)) : 0),
+      promptBytes: sent.memberBytes,
       messageCount: (body.messages as unknown[]).length,
     },
   };

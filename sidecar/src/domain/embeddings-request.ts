@@ -3,6 +3,7 @@ import { Errors, gatewayError } from './errors.js';
 import { resolveModelField } from './model-field.js';
 import type { Admission } from './request-context.js';
 import { estimateTokens } from './token-estimate.js';
+import { upstreamBody } from './upstream-body.js';
 
 import { isObject } from '../util/json.js';
 
@@ -47,9 +48,10 @@ export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: numb
   }
   const { dimensions: _restated, ...fields } = body;
   const upstream = { ...fields, model: model.resolved.internalModel };
+  const sent = upstreamBody(upstream, ['input']);
   return {
     ok: true,
-    upstreamBody: JSON.stringify(upstream),
+    upstreamBody: sent.bytes,
     ctx: {
       endpoint: 'embeddings',
       resolved: model.resolved,
@@ -58,7 +60,7 @@ export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: numb
       requestCount: count,
       maxTokens: null,
       promptEstimate: estimateTokens(input),
-      promptBytes: Buffer.byteLength(JSON.stringify(input)),
+      promptBytes: sent.memberBytes,
       messageCount: count,
     },
   };

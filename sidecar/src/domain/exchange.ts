@@ -180,7 +180,7 @@ export class Exchange {
     const admission = this.deps.admissions?.take(this.requestId, body) ?? admitBody(endpoint, this.method, body, this.deps.admission);
     if (!admission.ok) return this.refuseWith(admission.error);
     this.ctx = admission.ctx;
-    const out = Buffer.from(admission.upstreamBody);
+    const out = admission.upstreamBody;
     return { kind: 'continue', body: out, headers: { set: { 'content-length': String(out.length) }, remove: [] } };
   }
 

@@ -97,7 +97,7 @@ export class Gate {
     return {
       ok: true,
       principal: auth.principal,
-      inference: { stream: admission.ctx.stream, held: held.admitted.held, upstreamBytes: Buffer.byteLength(admission.upstreamBody) },
+      inference: { stream: admission.ctx.stream, held: held.admitted.held, upstreamBytes: admission.upstreamBody.length },
     };
   }
 

@@ -25,5 +25,5 @@ export interface InferenceContext {
 }
 
 export type Admission =
-  | { readonly ok: true; readonly upstreamBody: string; readonly ctx: InferenceContext }
+  | { readonly ok: true; /** What goes to the provider (UTF-8 JSON). */ readonly upstreamBody: Buffer; readonly ctx: InferenceContext }
   | { readonly ok: false; readonly error: import('./errors.js').GatewayError };

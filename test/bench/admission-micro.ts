@@ -1,0 +1,45 @@
+/**
+ * CPU of one chat admission alone (parse, validate, price the prompt and
+ * serialise the upstream body; no gRPC, no Envoy), for the bench's one-line
+ * prompt and for a conversation of ADMISSION_MICRO_TURNS turns (default 20)
+ * of about 600 characters each. Deterministic enough to compare one change.
+ *
+ *   npx tsx test/bench/admission-micro.ts      ADMISSION_MICRO_ITER (default 20000) admissions per prompt, in 10 rounds
+ */
+import { defaultConfig } from '../../sidecar/src/config/defaults.js';
+import { parseConfig } from '../../sidecar/src/config/load.js';
+import { admitBody } from '../../sidecar/src/domain/admission.js';
+import { LiveConfig } from '../../sidecar/src/domain/live-config.js';
+import { USER_MESSAGE } from './scenarios.js';
+
+const ITER = Number(process.env.ADMISSION_MICRO_ITER ?? 20000);
+const TURNS = Number(process.env.ADMISSION_MICRO_TURNS ?? 20);
+const policy = new LiveConfig(parseConfig(defaultConfig('svc'))).current.admission;
+
+const sentence = 'Grüezi! The quick brown fox jumps over the lazy dog near the Zürich lake. ';
+const bodies: Record<string, Buffer> = {
+  'one line': Buffer.from(JSON.stringify({ model: 'svc-core', messages: [{ role: 'user', content: USER_MESSAGE }] })),
+  [`${TURNS} turns`]: Buffer.from(
+    JSON.stringify({ model: 'svc-core', messages: Array.from({ length: TURNS }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: sentence.repeat(8) })) }),
+  ),
+};
+
+const ROUNDS = 10;
+for (const [name, body] of Object.entries(bodies)) {
+  let sink = 0;
+  const once = () => {
+    const a = admitBody('chat', 'POST', body, policy);
+    if (!a.ok) throw new Error(`refused: ${a.error.entry.code}`);
+    sink += a.ctx.promptBytes;
+  };
+  for (let i = 0; i < 2000; i++) once();
+  // The best of ROUNDS rounds: the least disturbed by whatever else the machine runs.
+  let best = Infinity;
+  for (let round = 0; round < ROUNDS; round++) {
+    const c0 = process.cpuUsage();
+    for (let i = 0; i < ITER / ROUNDS; i++) once();
+    const cpu = process.cpuUsage(c0);
+    best = Math.min(best, (cpu.user + cpu.system) / (ITER / ROUNDS));
+  }
+  process.stdout.write(`chat admission, ${name} (${body.length} bytes): ${best.toFixed(2)} µs CPU each (best of ${ROUNDS} rounds of ${ITER / ROUNDS}; ${sink > 0 ? 'ok' : '?'})\n`);
+}
