@@ -74,6 +74,20 @@ describe('scanDeltaChunk', () => {
     expect(done?.finished).toBe(true);
   });
 
+  it('passes literals and numbers only when they are exactly JSON', () => {
+    const chunk = (choice: string, top = '') => `{${top}"choices":[{"index":0,"delta":{"content":"x"},${choice}}]}`;
+    for (const ok of ['"logprobs":false', '"logprobs":true', '"logprobs":null', '"index":-0', '"index":12e-3', '"logprobs":{"content":[{"token":"a","logprob":-0.5}]}']) {
+      expect(scanDeltaChunk(chunk(ok)), ok).not.toBeNull();
+    }
+    for (const bad of ['"logprobs":falsey', '"logprobs":fals', '"logprobs":truex', '"logprobs":nul', '"index":01', '"index":1.', '"index":-', '"index":+1', '"index":1e', '"logprobs":{"content":[1,,2]}', '"logprobs":[}']) {
+      expect(scanDeltaChunk(chunk(bad)), bad).toBeNull();
+    }
+    const created = (v: string) => scanDeltaChunk(chunk('"finish_reason":null', `"created":${v},`))?.created;
+    expect(created('999999999999')).toBe(999999999999);
+    for (const bad of ['-1', '1.5', '1e3', '1000000000000']) expect(created(bad), bad).toBeUndefined();
+    for (const bad of ['nul', '0', '{}', '"null"']) expect(scanDeltaChunk(chunk('"finish_reason":null', `"usage":${bad},`)), bad).toBeNull();
+  });
+
   it('steps aside for malformed or truncated JSON', () => {
     const good = JSON.stringify({ id: 'a', choices: [{ index: 0, delta: { content: 'hi "there"' } }] });
     for (let cut = 0; cut < good.length; cut++) expect(scanDeltaChunk(good.slice(0, cut))).toBeNull();
