@@ -2,6 +2,7 @@
 // exchange, with a gRPC status Envoy acts on at once (fail closed), never a
 // stream left open or an exception that takes the process down; a streamed
 // response gets an answer only for provider reads that complete an event.
+import { EventEmitter } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,10 +24,8 @@ let server: { close: () => Promise<void> };
 let address: string;
 let dir: string | undefined;
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'extproc-'));
-  address = `unix:${join(dir, 'sock')}`;
-  const extProc = createExternalProcessorService({
+/** The adapter's dependencies: a gateway with no store behind it (claims and summaries recorded here). */
+const deps = (): Parameters<typeof createExternalProcessorService>[0] => ({
     exchange: {
       brand: 'svc',
       apiPrefix: '/v1',
@@ -42,8 +41,12 @@ beforeAll(async () => {
     },
     streamStallMs: 60_000,
     onSummary: (s) => summaries.push(s),
-  });
-  server = await startGrpcServer(address, { authz: { check: () => {} } as never, extProc });
+});
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'extproc-'));
+  address = `unix:${join(dir, 'sock')}`;
+  server = await startGrpcServer(address, { authz: { check: () => {} } as never, extProc: createExternalProcessorService(deps()) });
 });
 afterAll(async () => {
   await server?.close();
@@ -83,11 +86,14 @@ describe('ext_proc adapter failures', () => {
   });
 });
 
+const header = (key: string, value: string) => ({ key, value: '', rawValue: Buffer.from(value) });
+const bodyMessage = (text: string, endOfStream = false) => ProcessingRequest.fromPartial({ responseBody: { body: Buffer.from(text), endOfStream } });
+const event = (content: string) =>
+  `data: {"id":"p","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":null}]}\n\n`;
+const FINISH = 'data: {"id":"p","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n';
+const streamHeaders = () => ProcessingRequest.fromPartial({ responseHeaders: { headers: { headers: [header(':status', '200'), header('content-type', 'text/event-stream')] } } });
+
 describe('ext_proc adapter, a streamed response', () => {
-  const header = (key: string, value: string) => ({ key, value: '', rawValue: Buffer.from(value) });
-  const bodyMessage = (text: string, endOfStream = false) => ProcessingRequest.fromPartial({ responseBody: { body: Buffer.from(text), endOfStream } });
-  const event = (content: string) =>
-    `data: {"id":"p","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":null}]}\n\n`;
 
   it('answers a provider read only when it completes an event, before the first event and after it; one summary when it ends', async () => {
     const call = open();
@@ -101,7 +107,7 @@ describe('ext_proc adapter, a streamed response', () => {
     const answered = (n: number) => new Promise<void>((resolve) => (answers.length >= n ? resolve() : waiting.push({ n, resolve })));
     call.write(chatRequestBody('req-slices', { model: 'svc-core', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
     await answered(1);
-    call.write(ProcessingRequest.fromPartial({ responseHeaders: { headers: { headers: [header(':status', '200'), header('content-type', 'text/event-stream')] } } }));
+    call.write(streamHeaders());
     const first = event('one');
     call.write(bodyMessage(first.slice(0, 20))); // no event yet: no answer, and the headers stay held
     call.write(bodyMessage(first.slice(20)));
@@ -113,7 +119,7 @@ describe('ext_proc adapter, a streamed response', () => {
     call.write(bodyMessage(second.slice(30)));
     await answered(4);
     expect(answers[3]?.responseBody?.response?.bodyMutation?.streamedResponse?.body.toString()).toContain('"content":"two"');
-    call.write(bodyMessage('data: {"id":"p","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n', true));
+    call.write(bodyMessage(`${FINISH}data: [DONE]\n\n`, true));
     await answered(5);
     const last = answers[4]?.responseBody?.response?.bodyMutation?.streamedResponse;
     expect(last?.endOfStream).toBe(true);
@@ -123,5 +129,72 @@ describe('ext_proc adapter, a streamed response', () => {
     const summary = summaries.filter((s) => s.requestId === 'req-slices');
     expect(summary).toHaveLength(1);
     expect(summary[0]?.outcome).toBe('ok');
+  });
+});
+
+/**
+ * Envoy's messages of one stream often arrive several in one turn of the event
+ * loop: their answers go out as one message at the end of that turn (fewer
+ * messages for both sides), except the first event and the caller's last,
+ * which are never kept back. Driven on a stand-in call, so "one turn" is exact.
+ */
+describe('ext_proc adapter, pieces that arrive together', () => {
+  /** A call the adapter can serve: what it writes is kept in order. */
+  function standInCall() {
+    const call = Object.assign(new EventEmitter(), { written: [] as ProcessingResponse[], ended: false, cancelled: false });
+    return Object.assign(call, {
+      write: (r: ProcessingResponse) => call.written.push(r) > 0,
+      end: () => {
+        call.ended = true;
+      },
+    });
+  }
+  const piece = (r: ProcessingResponse | undefined) => r?.responseBody?.response?.bodyMutation?.streamedResponse;
+  const turn = () => new Promise((r) => setImmediate(r));
+
+  function started(requestId: string) {
+    const call = standInCall();
+    createExternalProcessorService(deps()).process(call as never);
+    call.emit('data', chatRequestBody(requestId, { model: 'svc-core', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+    call.emit('data', streamHeaders());
+    call.emit('data', bodyMessage(event('one')));
+    // The request body's answer, then the headers and the first event, at once.
+    expect(call.written).toHaveLength(3);
+    expect(piece(call.written[2])?.body.toString()).toContain('"content":"one"');
+    return call;
+  }
+
+  it('answers the pieces of one turn with one message, in order, at the end of the turn; the caller\'s [DONE] at once', async () => {
+    const call = started('req-together');
+    for (const word of ['two', 'three', 'four']) call.emit('data', bodyMessage(event(word)));
+    expect(call.written).toHaveLength(3);
+    await turn();
+    expect(call.written).toHaveLength(4);
+    const joined = piece(call.written[3])!;
+    expect(joined.endOfStream).toBe(false);
+    expect(joined.body.toString().match(/"content":"\w+"/g)).toEqual(['"content":"two"', '"content":"three"', '"content":"four"']);
+    call.emit('data', bodyMessage(event('five')));
+    call.emit('data', bodyMessage(`${FINISH}data: [DONE]\n\n`));
+    // The piece that ends what the caller reads is not kept back, and takes the one before with it.
+    expect(call.written).toHaveLength(5);
+    expect(piece(call.written[4])?.body.toString()).toMatch(/"content":"five"[\s\S]*data: \[DONE\]\n\n$/);
+    call.emit('data', bodyMessage('', true));
+    expect(call.written).toHaveLength(6);
+    expect(piece(call.written[5])).toMatchObject({ endOfStream: true });
+    expect(piece(call.written[5])?.body.length).toBe(0);
+    expect(call.ended).toBe(true);
+  });
+
+  it('a piece kept back goes out with the answer that ends the body, never after it', async () => {
+    const call = started('req-together-end');
+    call.emit('data', bodyMessage(event('two')));
+    call.emit('data', bodyMessage(`${FINISH}data: [DONE]\n\n`, true));
+    expect(call.written).toHaveLength(4);
+    const last = piece(call.written[3])!;
+    expect(last.endOfStream).toBe(true);
+    expect(last.body.toString()).toMatch(/"content":"two"[\s\S]*data: \[DONE\]\n\n$/);
+    await turn();
+    expect(call.written).toHaveLength(4);
+    expect(summaries.filter((s) => s.requestId === 'req-together-end').map((s) => s.outcome)).toEqual(['ok']);
   });
 });

@@ -254,6 +254,11 @@ export class Exchange {
     return this.stream !== null && !this.streamClosed;
   }
 
+  /** The caller's stream has received its last event: nothing that follows changes what it reads. */
+  get callerStreamEnded(): boolean {
+    return this.stream !== null && this.stream.ended;
+  }
+
   /**
    * A streamed response with nothing for the caller yet: the provider has sent
    * its headers but no event (it is still on the first token). The adapter

@@ -75,6 +75,11 @@ export class ChatStreamRewriter {
     return estimatedUsage(this.promptEstimate, Math.max(this.deltaCount, Math.ceil(this.completionChars / 4)));
   }
 
+  /** The caller's stream has its last event (the final chunk and [DONE], or the error event). */
+  get ended(): boolean {
+    return this.closed;
+  }
+
   get completed(): boolean {
     return this.closed && !this.failed;
   }
