@@ -30,5 +30,7 @@ describe('upstreamBody', () => {
     const out = upstreamBody({ model: 'm', messages: [{ role: 'user', content: 'Grüezi 😀' }] }, ['messages', 'tools']);
     expect(out.memberBytes).toBe(Buffer.byteLength('[{"role":"user","content":"Grüezi 😀"}]'));
     expect(upstreamBody({ model: 'm' }, ['messages']).memberBytes).toBe(0);
+    // An undefined member is left out of the JSON, so it takes no bytes and no separator either.
+    expect(upstreamBody({ model: 'm', messages: undefined, tools: [1] }, ['messages', 'tools']).memberBytes).toBe(3);
   });
 });

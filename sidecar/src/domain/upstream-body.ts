@@ -21,7 +21,7 @@ export function upstreamBody(upstream: Readonly<Record<string, unknown>>, member
   for (const name of Object.keys(upstream)) {
     const value = upstream[name];
     if (!members.includes(name)) rest[name] = value;
-    else if (value !== undefined) framing += Buffer.byteLength(name) + 4; // the quotes, the colon and the separating comma
+    else if (value !== undefined) framing += Buffer.byteLength(JSON.stringify(name)) + 2; // "name", the colon and the separating comma
   }
   if (framing === 0) return { bytes, memberBytes: 0 };
   // Something always remains (the model), so every named member had a comma beside it.
