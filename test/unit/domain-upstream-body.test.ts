@@ -4,7 +4,7 @@ import { upstreamBody } from '../../sidecar/src/domain/upstream-body.js';
 
 describe('upstreamBody', () => {
   const members = ['messages', 'tools', 'input'];
-  const other = fc.dictionary(fc.string({ maxLength: 12 }).filter((k) => !members.includes(k) && k !== 'model' && k !== '__proto__'), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 });
+  const other = fc.dictionary(fc.oneof(fc.string({ maxLength: 12 }), fc.constant('__proto__')).filter((k) => !members.includes(k) && k !== 'model'), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 });
   const named = fc.record(
     { messages: fc.jsonValue({ maxDepth: 3 }), tools: fc.oneof(fc.constant(null), fc.jsonValue({ maxDepth: 3 })), input: fc.oneof(fc.string(), fc.array(fc.string({ unit: 'binary' }))) },
     { requiredKeys: [] },
@@ -24,6 +24,13 @@ describe('upstreamBody', () => {
       }),
       { numRuns: 1000 },
     );
+  });
+
+  it('keeps a member named __proto__ (an own property after JSON.parse) out of the prompt size', () => {
+    const upstream = { ...(JSON.parse('{"__proto__":{"x":1},"model":"m","messages":["hi"]}') as Record<string, unknown>) };
+    const out = upstreamBody(upstream, ['messages']);
+    expect(out.bytes.toString()).toBe('{"__proto__":{"x":1},"model":"m","messages":["hi"]}');
+    expect(out.memberBytes).toBe(Buffer.byteLength('["hi"]'));
   });
 
   it('counts multi-byte characters in bytes, and nothing for absent members', () => {

@@ -16,7 +16,8 @@ export interface UpstreamBody {
 
 export function upstreamBody(upstream: Readonly<Record<string, unknown>>, members: readonly string[]): UpstreamBody {
   const bytes = Buffer.from(JSON.stringify(upstream));
-  const rest: Record<string, unknown> = {};
+  // No prototype: a member named __proto__ (JSON.parse makes it an own property) stays a member.
+  const rest: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   let framing = 0;
   for (const name of Object.keys(upstream)) {
     const value = upstream[name];
