@@ -13,9 +13,19 @@ export interface SseEvent {
 
 const LF = 0x0a;
 const CR = 0x0d;
+const COLON = 0x3a;
+const SPACE = 0x20;
+const EMPTY = Buffer.alloc(0);
+
+/** buf[from, from + name.length) is `name` (ASCII). */
+function bytesAre(buf: Buffer, from: number, to: number, name: string): boolean {
+  if (to - from !== name.length) return false;
+  for (let k = 0; k < name.length; k++) if (buf[from + k] !== name.charCodeAt(k)) return false;
+  return true;
+}
 
 export class SseFramer {
-  private pending: Buffer = Buffer.alloc(0);
+  private pending: Buffer = EMPTY;
 
   constructor(private readonly maxEventBytes = 1024 * 1024) {}
 
@@ -26,7 +36,11 @@ export class SseFramer {
     let start = 0;
     let i = 0;
     let lineStart = 0;
-    let lines: string[] = [];
+    // The block being read: its lines so far (a block of comments only is still an event),
+    // its joined data lines and its event name. Each value is decoded straight from the bytes.
+    let lines = 0;
+    let data: string | null = null;
+    let event: string | null = null;
     // The next CR from i on (-1: none left); line ends are found with indexOf, not byte by byte.
     let nextCr = buf.indexOf(CR, i);
     while (i < buf.length) {
@@ -41,15 +55,28 @@ export class SseFramer {
       const lineEnd = i;
       i += b === CR && buf[i + 1] === LF ? 2 : 1;
       if (lineEnd === lineStart) {
-        if (lines.length) events.push(toEvent(lines));
-        lines = [];
+        if (lines) events.push({ data, event });
+        lines = 0;
+        data = null;
+        event = null;
         start = i;
       } else {
-        lines.push(buf.toString('utf8', lineStart, lineEnd));
+        lines++;
+        // A comment (a line starting with a colon) is skipped; otherwise "field: value", one space dropped.
+        if (buf[lineStart] !== COLON) {
+          const colon = buf.indexOf(COLON, lineStart);
+          const fieldEnd = colon === -1 || colon > lineEnd ? lineEnd : colon;
+          let valueStart = fieldEnd === lineEnd ? lineEnd : fieldEnd + 1;
+          if (buf[valueStart] === SPACE && valueStart < lineEnd) valueStart++;
+          if (bytesAre(buf, lineStart, fieldEnd, 'data')) {
+            const value = buf.toString('utf8', valueStart, lineEnd);
+            data = data === null ? value : `${data}\n${value}`;
+          } else if (bytesAre(buf, lineStart, fieldEnd, 'event')) event = buf.toString('utf8', valueStart, lineEnd);
+        }
       }
       lineStart = i;
     }
-    this.pending = start < buf.length ? Buffer.from(buf.subarray(start)) : Buffer.alloc(0);
+    this.pending = start < buf.length ? Buffer.from(buf.subarray(start)) : EMPTY;
     if (this.pending.length > this.maxEventBytes) throw new Error('SSE event too large');
     return events;
   }
@@ -57,24 +84,9 @@ export class SseFramer {
   /** Whatever is left when the stream ends: a last event without its blank line. */
   flush(): SseEvent[] {
     if (!this.pending.length) return [];
-    const text = this.pending.toString('utf8');
-    this.pending = Buffer.alloc(0);
-    const lines = text.split(/\r\n|\r|\n/).filter((l) => l.length > 0);
-    return lines.length ? [toEvent(lines)] : [];
+    // Read as if the stream had ended its last line and then the block.
+    const text = this.pending.toString('utf8').replace(/(\r\n|\r|\n)$/, '');
+    this.pending = EMPTY;
+    return this.push(Buffer.from(`${text}\n\n`));
   }
-}
-
-function toEvent(lines: string[]): SseEvent {
-  const data: string[] = [];
-  let event: string | null = null;
-  for (const line of lines) {
-    if (line.startsWith(':')) continue; // comment
-    const colon = line.indexOf(':');
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? '' : line.slice(colon + 1);
-    if (value.startsWith(' ')) value = value.slice(1);
-    if (field === 'data') data.push(value);
-    else if (field === 'event') event = value;
-  }
-  return { data: data.length ? data.join('\n') : null, event };
 }
