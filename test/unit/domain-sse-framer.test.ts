@@ -88,6 +88,11 @@ describe('SseFramer', () => {
     expect(new SseFramer().flush()).toEqual([]);
   });
 
+  it('only the fields data and event count, not fields that start like them', () => {
+    const f = new SseFramer();
+    expect(f.push(Buffer.from('datax: 1\nevents: 2\ndat: 3\n: data: 4\n\n'))).toEqual([{ data: null, event: null }]);
+  });
+
   it('a field without a space after the colon, and a bare data line', () => {
     const f = new SseFramer();
     expect(f.push(Buffer.from('data:x\ndata\n\n'))).toEqual([{ data: 'x\n', event: null }]);

@@ -62,17 +62,17 @@ export class SseFramer {
         start = i;
       } else {
         lines++;
-        // A comment (a line starting with a colon) is skipped; otherwise "field: value", one space dropped.
-        if (buf[lineStart] !== COLON) {
-          const colon = buf.indexOf(COLON, lineStart);
-          const fieldEnd = colon === -1 || colon > lineEnd ? lineEnd : colon;
-          let valueStart = fieldEnd === lineEnd ? lineEnd : fieldEnd + 1;
-          if (buf[valueStart] === SPACE && valueStart < lineEnd) valueStart++;
-          if (bytesAre(buf, lineStart, fieldEnd, 'data')) {
-            const value = buf.toString('utf8', valueStart, lineEnd);
-            data = data === null ? value : `${data}\n${value}`;
-          } else if (bytesAre(buf, lineStart, fieldEnd, 'event')) event = buf.toString('utf8', valueStart, lineEnd);
-        }
+        // "field: value" (one space dropped), or a bare field with an empty value. A comment
+        // starts with the colon: its field is empty, so it is neither data nor event.
+        const colon = buf.indexOf(COLON, lineStart);
+        const hasValue = colon !== -1 && colon < lineEnd;
+        const fieldEnd = hasValue ? colon : lineEnd;
+        let valueStart = fieldEnd;
+        if (hasValue) valueStart = buf[colon + 1] === SPACE ? colon + 2 : colon + 1;
+        if (bytesAre(buf, lineStart, fieldEnd, 'data')) {
+          const value = buf.toString('utf8', valueStart, lineEnd);
+          data = data === null ? value : `${data}\n${value}`;
+        } else if (bytesAre(buf, lineStart, fieldEnd, 'event')) event = buf.toString('utf8', valueStart, lineEnd);
       }
       lineStart = i;
     }
