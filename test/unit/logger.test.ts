@@ -57,3 +57,39 @@ describe('createLogger', () => {
     }
   });
 });
+
+describe('createLogger: redaction', () => {
+  const run = (body: string) => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(`${body}\ncloseLogger(log);\nprocess.exit(0);`)], { encoding: 'utf8', env });
+    expect(r.status).toBe(0);
+    return r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  };
+
+  it('censors keys, tokens and prompts on every line that has them, per-request lines too, in order', () => {
+    const got = run(
+      [
+        `log.info({ request_id: 'r1', status: 200, alias: 'svc-core' }, 'request');`,
+        `log.info({ request_id: 'r2', authorization: 'Bearer sk-secret', key: 'k-secret' }, 'request');`,
+        `log.info({ headers: { authorization: 'Bearer sk-secret', 'x-api-key': 'k-secret', accept: '*/*' } }, 'request refused');`,
+        `log.warn({ messages: [{ role: 'user', content: 'my prompt' }], input: 'text', prompt: 'p', token: 't' }, 'odd');`,
+        `log.child({ key: 'child-secret' }).info({ n: 1 }, 'request');`,
+        `log.info('plain message');`,
+      ].join('\n'),
+    );
+    expect(got.map((l) => l.msg)).toEqual(['request', 'request', 'request refused', 'odd', 'request', 'plain message']);
+    expect(got[0]).toMatchObject({ request_id: 'r1', status: 200, alias: 'svc-core', service: 'svc-test' });
+    expect(got[1]).toMatchObject({ request_id: 'r2', authorization: '[redacted]', key: '[redacted]' });
+    expect(got[2]?.headers).toEqual({ authorization: '[redacted]', 'x-api-key': '[redacted]', accept: '*/*' });
+    expect(got[3]).toMatchObject({ messages: '[redacted]', input: '[redacted]', prompt: '[redacted]', token: '[redacted]' });
+    expect(got[4]).toMatchObject({ key: '[redacted]', n: 1 });
+    const all = got.map((l) => JSON.stringify(l)).join('\n');
+    for (const secret of ['sk-secret', 'k-secret', 'my prompt', 'child-secret']) expect(all).not.toContain(secret);
+  });
+
+  it('a line redaction cannot change is written the same without it, at the level set now', () => {
+    const got = run(`log.debug({ n: 0 }, 'request');\nlog.level = 'debug';\nlog.debug({ n: 1 }, 'request');\nlog.info({ n: 2, ok: true, none: null }, 'request');`);
+    expect(got.map((l) => l.n)).toEqual([1, 2]);
+    expect(got[1]).toMatchObject({ level: 30, msg: 'request', n: 2, ok: true, none: null, name: 'svc-test', service: 'svc-test' });
+    expect(typeof got[1]?.time).toBe('string');
+  });
+});

@@ -9,9 +9,33 @@ export const LOG_FLUSH_MS = 100;
 /** Buffered bytes that start a write at once (below sonic-boom's 16 KiB high-water mark). */
 const BUFFER_BYTES = 4096;
 
+/** Keys whose values are censored wherever they appear: at the top level, and one level down (`*.key`). */
+const SECRET_KEYS = ['authorization', 'x-api-key', 'key', 'token'];
+/** Keys censored at the top level only: what a request carries as its prompt. */
+const CONTENT_KEYS = ['messages', 'input', 'prompt'];
+const REDACTED_KEYS: ReadonlySet<string> = new Set([...SECRET_KEYS, ...CONTENT_KEYS]);
+
+/**
+ * True when redaction could not change this line's object: no key it censors
+ * at the top level, and no object or array value for `*.key` to reach into.
+ * (The per-request lines are like this: ids, counts, status, alias.)
+ */
+export function nothingToRedact(obj: unknown): boolean {
+  if (obj === null || typeof obj !== 'object') return true;
+  for (const k in obj) {
+    const v = (obj as Record<string, unknown>)[k];
+    if (REDACTED_KEYS.has(k) || (v !== null && typeof v === 'object')) return false;
+  }
+  return true;
+}
+
 /**
  * Structured JSON logs at the edges. Redaction is a second line of defence:
  * nothing that could hold a key, token or prompt is logged in the first place.
+ * It is costly (pino runs it on every top-level value of a line because of
+ * the `*.` paths: about 23 KB allocated per request for the per-request line
+ * alone), so a line it could not change (`nothingToRedact`) is written by a
+ * twin logger without it, to the same destination, in the same order.
  *
  * The per-request lines (PER_REQUEST_MESSAGES) are buffered: one write per
  * 4 KiB or per LOG_FLUSH_MS, not one system call per request. Every other line
@@ -32,19 +56,22 @@ export function createLogger(level: string, name: string): Logger {
       // closed: nothing more can be written
     }
   };
-  const logger = pino(
+  const common = { name, level, base: { service: name }, timestamp: pino.stdTimeFunctions.isoTime };
+  const plain = pino(common, destination);
+  const logger: Logger = pino(
     {
-      name,
-      level,
-      base: { service: name },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      ...common,
       redact: {
-        paths: ['authorization', 'x-api-key', 'key', 'token', '*.authorization', '*.x-api-key', '*.key', '*.token', 'messages', 'input', 'prompt'],
+        paths: [...SECRET_KEYS, ...SECRET_KEYS.map((k) => `*.${k}`), ...CONTENT_KEYS],
         censor: '[redacted]',
       },
       hooks: {
-        logMethod(args, method) {
-          method.apply(this, args);
+        logMethod(args, method, levelValue) {
+          // A child's bindings live on the child: only the root's lines can go to the twin.
+          if (this === logger && nothingToRedact(args[0])) {
+            const label = plain.levels.labels[levelValue] as pino.Level;
+            (plain[label] as (...a: unknown[]) => void)(...args);
+          } else method.apply(this, args);
           const msg = typeof args[0] === 'string' ? args[0] : args[1];
           if (typeof msg !== 'string' || !PER_REQUEST_MESSAGES.has(msg)) flush();
         },
@@ -52,6 +79,10 @@ export function createLogger(level: string, name: string): Logger {
     },
     destination,
   );
+  // The twin follows the root's level (a reload may change it).
+  logger.on('level-change', (lvl: string, _val: number, _prevLvl: string, _prevVal: number, instance: Logger) => {
+    if (instance === logger) plain.level = lvl;
+  });
   // pino registers its exit flush only for asynchronous destinations.
   process.once('exit', flush);
   return logger;
