@@ -64,8 +64,11 @@ export class SseFramer {
         lines++;
         // "field: value" (one space dropped), or a bare field with an empty value. A comment
         // starts with the colon: its field is empty, so it is neither data nor event.
-        const colon = buf.indexOf(COLON, lineStart);
-        const hasValue = colon !== -1 && colon < lineEnd;
+        // Looked for within the line only (a search to the buffer's end per line would be
+        // quadratic in a provider's lines without a colon).
+        let colon = lineStart;
+        while (colon < lineEnd && buf[colon] !== COLON) colon++;
+        const hasValue = colon < lineEnd;
         const fieldEnd = hasValue ? colon : lineEnd;
         let valueStart = fieldEnd;
         if (hasValue) valueStart = buf[colon + 1] === SPACE ? colon + 2 : colon + 1;
