@@ -27,12 +27,13 @@ const DONE = 'data: [DONE]\n\n';
 /** Generated chunks sent before a midstream failure directive acts (unless `fail-after` says otherwise). */
 const FAIL_AFTER = 2;
 
-type Failure = 'reset' | 'event' | 'end' | 'hang' | null;
+type Failure = 'reset' | 'event' | 'end' | 'malformed' | 'hang' | null;
 
 function failureOf(d: Readonly<Directives>): Failure {
   if (d.midstreamError) return 'reset';
   if (d.midstreamErrorEvent) return 'event';
   if (d.midstreamEnd) return 'end';
+  if (d.midstreamMalformed) return 'malformed';
   if (d.hang) return 'hang';
   return null;
 }
@@ -70,6 +71,8 @@ export async function streamChat(
     if (failure === 'reset') w.kill();
     else if (failure === 'event') w.end(STREAM_ERROR_EVENT);
     else if (failure === 'end') w.end('');
+    // A raw control character inside a string: shaped like every other chunk, but not JSON.
+    else if (failure === 'malformed') w.end(delta('{"content":"bro\u0001ken"}'));
     else await w.untilClosed();
   };
 

@@ -32,6 +32,8 @@ export interface Directives {
   midstreamErrorEvent?: boolean;
   /** Streaming: end the response cleanly after 2 generated chunks (no finish_reason, no [DONE]). */
   midstreamEnd?: boolean;
+  /** Streaming: after 2 generated chunks send one that is not JSON (a raw control character in its content), then end. */
+  midstreamMalformed?: boolean;
   /** Streaming: generated chunks before a midstream failure acts (default 2; 0: right after the headers). */
   failAfter?: number;
   /** Streaming: headers at once, then this long before the first chunk (a provider's prefill). */
@@ -60,7 +62,7 @@ export const NO_DIRECTIVES: Readonly<Directives> = Object.freeze({});
 
 export const DIRECTIVE_NAMES = [
   'status', 'context-overflow', 'empty', 'garbage', 'delay', 'reset', 'tokens', 'reasoning', 'tool',
-  'chunk-delay', 'midstream-error', 'midstream-error-event', 'midstream-end', 'fail-after', 'prefill', 'no-usage', 'usage-in-finish', 'hang',
+  'chunk-delay', 'midstream-error', 'midstream-error-event', 'midstream-end', 'midstream-malformed', 'fail-after', 'prefill', 'no-usage', 'usage-in-finish', 'hang',
   'retry-after', 'sliced', 'slice-seed', 'slice-max', 'slice-gap',
 ] as const;
 
@@ -90,6 +92,7 @@ function apply(d: Directives, name: string, value: string | undefined): void {
     case 'chunk-delay': d.chunkDelayMs = int(value) ?? d.chunkDelayMs; break;
     case 'midstream-error': d.midstreamError = true; break;
     case 'midstream-error-event': d.midstreamErrorEvent = true; break;
+    case 'midstream-malformed': d.midstreamMalformed = true; break;
     case 'midstream-end': d.midstreamEnd = true; break;
     case 'fail-after': d.failAfter = int(value) ?? d.failAfter; break;
     case 'prefill': d.prefillMs = int(value) ?? d.prefillMs; break;

@@ -28,7 +28,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { GatewayOptions, TestGateway } from '../harness/gateway.js';
 import { startGateway } from '../harness/gateway.js';
-import { SequentialClient, StreamClient } from './latency.js';
+import { SequentialClient, StreamClient, latencyStats } from './latency.js';
 import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { fmt, table } from './report.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
@@ -111,21 +111,16 @@ try {
   await Promise.all([sides.this.gw.stop(), sides.other.gw.stop()]);
 }
 
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-const stats = (a: number[]) => {
-  const s = [...a].sort((x, y) => x - y);
-  return { p50: quantile(s, 0.5), p90: quantile(s, 0.9), p99: quantile(s, 0.99), mean: a.reduce((t, x) => t + x, 0) / a.length };
-};
 const measures = Object.keys(ms.this);
-const result = Object.fromEntries(measures.map((m) => [m, { this: stats(ms.this[m] as number[]), other: stats(ms.other[m] as number[]) }]));
-const paired = Object.fromEntries(measures.map((m) => [m, stats((ms.this[m] as number[]).map((x, i) => x - ((ms.other[m] as number[])[i] as number))).p50]));
+const result = Object.fromEntries(measures.map((m) => [m, { this: latencyStats(ms.this[m] as number[]), other: latencyStats(ms.other[m] as number[]) }]));
+const paired = Object.fromEntries(measures.map((m) => [m, latencyStats((ms.this[m] as number[]).map((x, i) => x - ((ms.other[m] as number[])[i] as number))).p50]));
 console.log(`${KIND} chat, one connection each, ${REQUESTS} measured requests per checkout, store ${STORE}; other = ${other}`);
 console.log(
   table(
     ['measure', 'checkout', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms'],
     measures.flatMap((m) =>
       (['this', 'other'] as const).map((k) => {
-        const r = (result[m] as Record<'this' | 'other', ReturnType<typeof stats>>)[k];
+        const r = (result[m] as Record<'this' | 'other', ReturnType<typeof latencyStats>>)[k];
         return [m, k, fmt(r.p50, 3), fmt(r.p90, 3), fmt(r.p99, 3), fmt(r.mean, 3)];
       }),
     ),
@@ -133,7 +128,7 @@ console.log(
   ),
 );
 for (const m of measures) {
-  const r = result[m] as Record<'this' | 'other', ReturnType<typeof stats>>;
+  const r = result[m] as Record<'this' | 'other', ReturnType<typeof latencyStats>>;
   console.log(`${m}, this − other: p50 ${fmt(r.this.p50 - r.other.p50, 3)} ms, mean ${fmt(r.this.mean - r.other.mean, 3)} ms, median of paired differences ${fmt(paired[m] as number, 3)} ms`);
 }
 console.log(`AB_JSON ${JSON.stringify({ time: new Date().toISOString(), kind: KIND, store: STORE, requests: REQUESTS, other, result, paired_median_ms: paired })}`);

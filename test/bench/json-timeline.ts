@@ -19,6 +19,7 @@ import { Redis } from 'ioredis';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
 import { chatBody } from './scenarios.js';
+import { latencyStats } from './latency.js';
 import { fmt, table } from './report.js';
 
 const num = (name: string, dflt: number, min: number) => {
@@ -30,10 +31,7 @@ const REQUESTS = num('TIMELINE_REQUESTS', 1500, 300);
 const GAP_MS = num('TIMELINE_GAP_MS', 0, 0);
 const WARMUP = 200;
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] ?? NaN;
-};
+const median = (xs: number[]): number => latencyStats(xs).p50;
 
 /** Milliseconds from writing the request to its last byte; the answer must be a 200. */
 function chat(gw: TestGateway, agent: Agent, body: string): Promise<number> {

@@ -237,6 +237,20 @@ describe('provider failures and departures', () => {
     expect(r.events).not.toContain('[DONE]');
   });
 
+  it('a provider chunk that is not JSON mid-stream: the stream ends with the error event, and every event the caller gets is JSON', async () => {
+    // The chunk has the shape of every other one but a raw control character in its content:
+    // only a parse (or a check as strict) tells it apart; it must not reach the caller.
+    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-malformed #sim:chunk-delay=30'), gw.key);
+    expect(r.status).toBe(200);
+    expect(r.error).toBeNull();
+    expect(r.events).not.toContain('[DONE]');
+    for (const e of r.events) expect(() => JSON.parse(e), e).not.toThrow();
+    expect(r.events.join('\n')).not.toContain('\u0001');
+    expect(r.events.length).toBe(4); // role + 2 words delivered, then the error event
+    const last = JSON.parse(r.events[r.events.length - 1]!);
+    expect(last.error).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: r.headers.get('x-request-id') });
+  });
+
   it('a provider that ends its stream cleanly before any finish_reason: the stream ends with an error event, not a clean end', async () => {
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-end #sim:chunk-delay=30'), gw.key);
     expect(r.status).toBe(200);

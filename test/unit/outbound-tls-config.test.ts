@@ -36,6 +36,15 @@ function envoyCluster(name: string, over: Record<string, unknown>): Plain {
 }
 const providerCluster = (over: Record<string, unknown>): Plain => envoyCluster('provider', over);
 
+/** The TLS context Envoy gets for a cluster verified with a custom CA and a DNS name, presenting a client certificate. */
+function verifiedContext(o: { min: string; cert: string; key: string; ca: string; name: string }) {
+  return {
+    tls_params: { tls_minimum_protocol_version: o.min, tls_maximum_protocol_version: 'TLSv1_3' },
+    tls_certificates: [{ certificate_chain: { filename: o.cert }, private_key: { filename: o.key } }],
+    validation_context: { trusted_ca: { filename: o.ca }, match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: o.name } }] },
+  };
+}
+
 describe('outbound TLS settings', () => {
   it('default to the system bundle, TLS 1.2 or later, the URL host and no client certificate, for every outbound connection', () => {
     const cfg = config({});
@@ -128,14 +137,7 @@ describe("Envoy's provider cluster", () => {
       },
     }).transport_socket.typed_config;
     expect(named.sni).toBe('llm.internal');
-    expect(named.common_tls_context).toEqual({
-      tls_params: { tls_minimum_protocol_version: 'TLSv1_3', tls_maximum_protocol_version: 'TLSv1_3' },
-      tls_certificates: [{ certificate_chain: { filename: '/c.pem' }, private_key: { filename: '/k.pem' } }],
-      validation_context: {
-        trusted_ca: { filename: '/ca.pem' },
-        match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: 'llm.internal' } }],
-      },
-    });
+    expect(named.common_tls_context).toEqual(verifiedContext({ min: 'TLSv1_3', cert: '/c.pem', key: '/k.pem', ca: '/ca.pem', name: 'llm.internal' }));
   });
 });
 
@@ -150,14 +152,7 @@ describe("Envoy's account service cluster", () => {
       },
     }).transport_socket.typed_config;
     expect(ctx.sni).toBe('accounts.internal');
-    expect(ctx.common_tls_context).toEqual({
-      tls_params: { tls_minimum_protocol_version: 'TLSv1_2', tls_maximum_protocol_version: 'TLSv1_3' },
-      tls_certificates: [{ certificate_chain: { filename: '/gw.pem' }, private_key: { filename: '/gw-key.pem' } }],
-      validation_context: {
-        trusted_ca: { filename: '/accounts-ca.pem' },
-        match_typed_subject_alt_names: [{ san_type: 'DNS', matcher: { exact: 'accounts.internal' } }],
-      },
-    });
+    expect(ctx.common_tls_context).toEqual(verifiedContext({ min: 'TLSv1_2', cert: '/gw.pem', key: '/gw-key.pem', ca: '/accounts-ca.pem', name: 'accounts.internal' }));
   });
 
   it('a TLS file Envoy would not find stops the start, naming the setting; an http:// account service needs none', () => {

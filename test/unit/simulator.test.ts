@@ -410,6 +410,14 @@ describe('directives', () => {
     expect(data).not.toContain('[DONE]');
   });
 
+  it('midstream-malformed sends, after 2 words, a chunk that is not JSON (a raw control character), then ends', async () => {
+    const data = await sseData(await chat('x #sim:midstream-malformed', { stream: true }));
+    expect(data).toHaveLength(4); // role + 2 words + the malformed chunk
+    expect(data[3]).toContain('\u0001');
+    expect(() => JSON.parse(data[3] as string)).toThrow();
+    expect(data).not.toContain('[DONE]');
+  });
+
   it('midstream-end ends the response cleanly after 2 words: no finish_reason, no [DONE]', async () => {
     const data = await sseData(await chat('x #sim:midstream-end', { stream: true }));
     expect(data).toHaveLength(3); // role + 2 words
