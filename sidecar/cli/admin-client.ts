@@ -111,7 +111,7 @@ export class AdminClient {
     return this.call<{ tenant_id: string; spend_cap: number | null; currency: string }>('PUT', `/admin/tenants/${encodeURIComponent(tenantId)}/cap`, { amount });
   }
   account(tenantId: string) {
-    return this.call<{ tenant_id: string; period: string; currency: string; balance: number; held: number; cap: number | null; spent: number }>(
+    return this.call<{ tenant_id: string; period: string; currency: string; balance: number; held: number; leased: number; cap: number | null; spent: number }>(
       'GET',
       `/admin/tenants/${encodeURIComponent(tenantId)}/account`,
     );

@@ -251,7 +251,7 @@ async function run(argv: string[]): Promise<number> {
     case 'account': {
       const a = await api.account(need(values.tenant, '--tenant'));
       const money = (m: number) => `${fromMicros(m)} ${a.currency}`;
-      out(`balance ${money(a.balance)}, held ${money(a.held)}, spent in ${a.period} ${money(a.spent)}, cap ${a.cap === null ? 'none' : money(a.cap)}`, a);
+      out(`balance ${money(a.balance)}, held ${money(a.held)}, spent in ${a.period} ${money(a.spent)}, cap ${a.cap === null ? 'none' : money(a.cap)}, set aside in credit leases ${money(a.leased)}`, a);
       break;
     }
     case 'ledger': {

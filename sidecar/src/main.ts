@@ -85,8 +85,13 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       settled: (i) => {
         if (i.uncovered > 0) log.warn({ request_id: i.requestId, charged: i.charged, uncovered: i.uncovered }, 'charge above the hold');
       },
-      failed: (what, err) => log.warn({ op: what, err: (err as Error).name }, 'ledger write failed; journaled for retry'),
+      failed: (what, err) =>
+        log.warn(
+          { op: what, err: (err as Error).name },
+          what === 'lease' ? 'credit lease operation failed; the lease admits no more and is given back' : 'ledger write failed; journaled for retry',
+        ),
       holdOpened: (amount) => metrics.holdOpened(amount),
+      admitted: (via) => metrics.admitted(via),
       unclaimedReleased: (amount) => metrics.holdClosed(amount),
       operation: (op, result) => metrics.settlement(op, result),
     },
@@ -94,6 +99,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     instance,
   );
   billing.reconfigure(cfg.billing, settings.current.catalog.all());
+  metrics.watchLeased(() => billing.leased);
   const lifecycle = new Lifecycle();
   const live = new LiveExchanges();
   const admissions = new AdmissionCache();
@@ -219,8 +225,9 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       live,
       onSummary,
       onFailure: () => metrics.error('ext_proc'),
-      claim: (tenantId, requestId) => {
-        if (!billing.claim(tenantId, requestId)) takenOver.add(requestId);
+      claim: (tenantId, requestId, leased) => {
+        if (!billing.claim(tenantId, requestId, leased)) takenOver.add(requestId);
+        return billing.confirmation(requestId);
       },
       // Ends a silent stream with an error event a second before Envoy's idle timeout would cut it.
       streamStallMs: Math.max(1000, cfg.upstream.idleTimeoutMs - 1000),
@@ -326,6 +333,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
         live.endAll();
       }
       await billing.releaseAllUnclaimed();
+      await billing.stopLeasing();
       await Promise.race([billing.settled(), new Promise((r) => setTimeout(r, 10_000).unref())]);
       clearInterval(retry);
       clearInterval(renew);

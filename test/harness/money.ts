@@ -21,6 +21,8 @@ export function holdFor(config: Config, body: unknown): number {
 export interface Books {
   readonly balance: number;
   readonly held: number;
+  /** Set aside in credit leases (given back when the tenant is idle; reaped after a crash). */
+  readonly leased: number;
   /** Sum of grants minus deducts (ledger entries). */
   readonly granted: number;
   /** Sum of charges in the ledger (positive). */
@@ -38,6 +40,7 @@ export async function books(admin: AdminClient, tenantId: string): Promise<Books
   return {
     balance: a.balance,
     held: a.held,
+    leased: a.leased,
     granted: sum('grant') + sum('deduct'),
     charged: -sum('charge'),
     usageCost: usage.data.reduce((s, r) => s + r.cost, 0),
@@ -46,18 +49,18 @@ export async function books(admin: AdminClient, tenantId: string): Promise<Books
   };
 }
 
-/** Polls until no hold is open; returns the books then, or throws with the last state after `timeoutMs`. */
+/** Polls until no hold is open and no credit is set aside in a lease; returns the books then, or throws with the last state after `timeoutMs`. */
 export async function untilNothingHeld(admin: AdminClient, tenantId: string, timeoutMs: number): Promise<Books> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     let b: Books | null = null;
     try {
       b = await books(admin, tenantId);
-      if (b.held === 0) return b;
+      if (b.held === 0 && b.leased === 0) return b;
     } catch {
       // the operator API is restarting
     }
-    if (Date.now() > until) throw new Error(`holds still open after ${timeoutMs} ms: ${JSON.stringify(b && { balance: b.balance, held: b.held })}`);
+    if (Date.now() > until) throw new Error(`holds still open after ${timeoutMs} ms: ${JSON.stringify(b && { balance: b.balance, held: b.held, leased: b.leased })}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -65,6 +68,6 @@ export async function untilNothingHeld(admin: AdminClient, tenantId: string, tim
 /** The money invariant: opening + grants − closing = the charges = the usage counter's costs, to the micro-unit. */
 export function reconciles(b: Books, opening = 0): { ok: boolean; detail: string } {
   const spent = opening + b.granted - b.balance;
-  const ok = spent === b.charged && b.charged === b.usageCost && b.held === 0;
-  return { ok, detail: `opening ${opening} + grants ${b.granted} - closing ${b.balance} = ${spent}; charges ${b.charged}; usage ${b.usageCost}; held ${b.held}` };
+  const ok = spent === b.charged && b.charged === b.usageCost && b.held === 0 && b.leased === 0;
+  return { ok, detail: `opening ${opening} + grants ${b.granted} - closing ${b.balance} = ${spent}; charges ${b.charged}; usage ${b.usageCost}; held ${b.held}; leased ${b.leased}` };
 }

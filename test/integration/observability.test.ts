@@ -1,3 +1,4 @@
+import { sample } from '../harness/metrics.js';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,20 +25,6 @@ const metricsText = async (token: string | null = gw.stack.adminToken) => {
   return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
 };
 
-/** The value of one sample (labels given in any order); 0 when absent. */
-export function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const open = line.indexOf('{');
-    const close = line.lastIndexOf('}');
-    const have = new Map<string, string>();
-    if (open > 0 && open < name.length + 1) {
-      for (const m of line.slice(open + 1, close).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) have.set(m[1] as string, m[2] as string);
-    }
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return 0;
-}
 
 const jsonLines = (lines: readonly string[]) =>
   lines.flatMap((l) => {

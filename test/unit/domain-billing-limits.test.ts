@@ -17,7 +17,7 @@ import type { Ledger } from '../../sidecar/src/store/ledger-contract.js';
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 
 const base = defaultConfig('svc') as Record<string, any>;
-const configWith = (billing: Record<string, unknown>): Config => parseConfig({ ...base, billing: { ...base.billing, creditCheck: true, ...billing } });
+const configWith = (billing: Record<string, unknown>): Config => parseConfig({ ...base, billing: { ...base.billing, creditCheck: true, creditLease: { enabled: false }, ...billing } });
 const cfg = configWith({});
 const catalog = new Catalog(cfg.models, 'svc');
 const policy = { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 };

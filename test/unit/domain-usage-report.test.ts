@@ -11,7 +11,7 @@ import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 const cfg = parseConfig(defaultConfig('svc'));
 const principal: Principal = { subjectId: 'key_1', tenantId: 'ten_1', method: 'api_key', scopes: ['ai'], keyId: 'key_1', role: null };
 const NOW = Date.UTC(2026, 10, 17, 9, 30); // 2026-11-17
-const ACCOUNT: AccountState = { balance: 5_000, held: 1_200, cap: 9_000, spent: 2_500 };
+const ACCOUNT: AccountState = { balance: 5_000, held: 1_200, leased: 0, cap: 9_000, spent: 2_500 };
 const DAYS: UsageDay[] = [
   { day: '2026-11-02', alias: 'svc-core', promptTokens: 10, completionTokens: 5, requests: 2, cost: 30 },
   { day: '2026-11-03', alias: 'svc-embed', promptTokens: 7, completionTokens: 0, requests: 3, cost: 60 },

@@ -14,12 +14,16 @@ import { startGrpcServer } from '../../sidecar/src/adapters/grpc-server.js';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { Errors, gatewayError, type GatewayError } from '../../sidecar/src/domain/errors.js';
 import type { ExchangeSummary } from '../../sidecar/src/domain/exchange.js';
 import { ExternalProcessorService, ProcessingRequest, type ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 
 const cfg = parseConfig(defaultConfig('svc'));
 const catalog = new Catalog(cfg.models, 'svc');
 const summaries: ExchangeSummary[] = [];
+const claims: Array<{ requestId: string; leased: boolean }> = [];
+/** How the test answers the confirmation of a hold moved out of a credit lease, by request id. */
+const confirmations = new Map<string, (refusal: GatewayError | null) => void>();
 let server: { close: () => Promise<void> };
 let address: string;
 let dir: string | undefined;
@@ -36,8 +40,10 @@ const deps = (): Parameters<typeof createExternalProcessorService>[0] => ({
       usage: async () => ({ ok: true, body: '{}' }),
     },
     log: pino({ level: 'silent' }),
-    claim: (_tenant, requestId) => {
+    claim: (_tenant, requestId, leased) => {
       if (requestId === 'req-boom') throw new Error('claim exploded');
+      claims.push({ requestId, leased });
+      return leased ? new Promise<GatewayError | null>((resolve) => confirmations.set(requestId, resolve)) : null;
     },
     streamStallMs: 60_000,
     onSummary: (s) => summaries.push(s),
@@ -62,11 +68,12 @@ function open(): ClientDuplexStream<ProcessingRequest, ProcessingResponse> {
 }
 
 /** The first message of a chat exchange the gate admitted (principal and hold in ext_authz's metadata). */
-function chatRequestBody(requestId: string, request: Record<string, unknown>): ProcessingRequest {
+function chatRequestBody(requestId: string, request: Record<string, unknown>, leased = false): ProcessingRequest {
+  const authz = { tenant_id: 'ten_1', subject_id: 'key_1', auth_method: 'api_key', scopes: 'ai', key_id: 'key_1', role: '', held: '100', ...(leased ? { leased: '1' } : {}) };
   return {
     requestBody: { body: Buffer.from(JSON.stringify(request)), endOfStream: true, endOfStreamWithoutMessage: false, grpcMessageCompressed: false },
     metadataContext: {
-      filterMetadata: { 'envoy.filters.http.ext_authz': { tenant_id: 'ten_1', subject_id: 'key_1', auth_method: 'api_key', scopes: 'ai', key_id: 'key_1', role: '', held: '100' } },
+      filterMetadata: { 'envoy.filters.http.ext_authz': authz },
       typedFilterMetadata: {},
     },
     attributes: { 'envoy.filters.http.ext_proc': { 'request.id': requestId, 'request.path': '/v1/chat/completions', 'request.method': 'POST' } },
@@ -83,6 +90,55 @@ describe('ext_proc adapter failures', () => {
     const err = await Promise.race([ended, new Promise<null>((r) => setTimeout(() => r(null), 3000))]);
     expect(err?.code).toBe(13);
     expect(summaries.find((s) => s.requestId === 'req-boom')).toBeDefined();
+  });
+});
+
+describe('ext_proc adapter, a hold moved out of a credit lease', () => {
+  const firstAnswer = (call: ClientDuplexStream<ProcessingRequest, ProcessingResponse>) =>
+    new Promise<ProcessingResponse>((resolve) => call.once('data', resolve));
+
+  it('the body goes on only once the store has confirmed the hold; none is answered before', async () => {
+    const call = open();
+    const answer = firstAnswer(call);
+    call.write(chatRequestBody('req-leased-ok', { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }, true));
+    for (let i = 0; i < 50 && !confirmations.has('req-leased-ok'); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(claims).toContainEqual({ requestId: 'req-leased-ok', leased: true });
+    const early = await Promise.race([answer, new Promise<null>((r) => setTimeout(() => r(null), 100))]);
+    expect(early).toBeNull();
+    confirmations.get('req-leased-ok')!(null);
+    const r = await answer;
+    expect(r.immediateResponse).toBeUndefined();
+    expect(r.requestBody?.response?.bodyMutation?.body?.toString()).toContain('"messages"');
+    call.end();
+  });
+
+  it.each([
+    ['req-leased-lost', Errors.creditsUnavailable, 503, 'credits_unavailable'],
+    ['req-leased-poor', Errors.insufficientCredit, 402, 'insufficient_credit'],
+  ] as const)('%s: a hold the store does not confirm is refused with the error the confirmation names, with the request id', async (id, entry, status, code) => {
+    const call = open();
+    const answer = firstAnswer(call);
+    call.write(chatRequestBody(id, { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }, true));
+    for (let i = 0; i < 50 && !confirmations.has(id); i++) await new Promise((r) => setTimeout(r, 10));
+    confirmations.get(id)!(gatewayError(entry));
+    const r = await answer;
+    expect(r.immediateResponse?.status?.code).toBe(status);
+    const body = JSON.parse(r.immediateResponse!.body.toString()) as { error: { code: string; request_id: string } };
+    expect(body.error).toMatchObject({ code, request_id: id });
+    await new Promise((r2) => call.on('end', r2).on('error', r2));
+    const s = summaries.find((x) => x.requestId === id);
+    expect(s?.status).toBe(status);
+    expect(s?.held).toBe(100); // still released at the end, in case the hold was written after all
+  });
+
+  it('a hold placed directly (not leased) is not waited for', async () => {
+    const call = open();
+    const answer = firstAnswer(call);
+    call.write(chatRequestBody('req-direct', { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }));
+    const r = await answer;
+    expect(r.requestBody?.response?.bodyMutation?.body).toBeDefined();
+    expect(claims).toContainEqual({ requestId: 'req-direct', leased: false });
+    call.end();
   });
 });
 

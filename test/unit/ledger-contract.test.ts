@@ -16,7 +16,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
 import {
   type Ledger,
+  type LeaseInput,
   type LedgerEntry,
+  type MoveInput,
   type RateLimits,
   type ReserveInput,
   type ReserveOutcome,
@@ -109,6 +111,39 @@ function settleInput(
   };
 }
 
+function leaseInput(leaseId: string, over: Partial<LeaseInput> = {}): LeaseInput {
+  return {
+    tenantId: T,
+    leaseId,
+    amount: 1_000,
+    minimum: 10,
+    headroom: 4,
+    creditCheck: true,
+    period: PERIOD,
+    holdTtlSeconds: 120,
+    leaseSeconds: 30,
+    owner: 'gw_1',
+    now: NOW,
+    ...over,
+  };
+}
+
+function moveInput(leaseId: string, requestId: string, amount: number, over: Partial<MoveInput> = {}): MoveInput {
+  return {
+    tenantId: T,
+    leaseId,
+    requestId,
+    keyId: 'key_1',
+    amount,
+    period: PERIOD,
+    holdTtlSeconds: 60,
+    leaseSeconds: 15,
+    owner: 'gw_1',
+    now: NOW,
+    ...over,
+  };
+}
+
 const OK: ReserveOutcome = { ok: true, replay: false };
 const REPLAY: ReserveOutcome = { ok: true, replay: true };
 
@@ -174,6 +209,7 @@ export function describeLedgerContract(
       expect(await ledger.account('ten_unknown', PERIOD)).toStrictEqual({
         balance: 0,
         held: 0,
+        leased: 0,
         cap: null,
         spent: 0,
       });
@@ -205,7 +241,7 @@ export function describeLedgerContract(
       await grant(ledger, 1_000);
       expect(await ledger.reserve(reserveInput(rid(), { amount: 300 }))).toStrictEqual(OK);
       expect(await ledger.reserve(reserveInput(rid(), { amount: 200 }))).toStrictEqual(OK);
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 500, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 500, leased: 0, cap: null, spent: 0 });
       expect(await ledger.tenantsWithHolds()).toEqual([T]);
       expect(await ledger.ledger(T, 10)).toHaveLength(1); // only the grant
     });
@@ -368,7 +404,7 @@ export function describeLedgerContract(
       expect(await ledger.release(T, c)).toBe(true);
       expect(await ledger.settle(settleInput(a, 300))).toEqual(settled(true, 300, 0));
       expect(await ledger.account(T, PERIOD)).toStrictEqual(
-        { balance: 9_700, held: 0, cap: 1_000, spent: 300 },
+        { balance: 9_700, held: 0, leased: 0, cap: 1_000, spent: 300 },
       );
       const d = rid();
       expect(await ledger.reserve(reserveInput(d, { amount: 700 }))).toEqual(OK);
@@ -380,7 +416,7 @@ export function describeLedgerContract(
         refused('spend_cap_exceeded'),
       );
       expect(await ledger.account(T, next)).toStrictEqual(
-        { balance: 9_700, held: 1_000, cap: 1_000, spent: 0 },
+        { balance: 9_700, held: 1_000, leased: 0, cap: 1_000, spent: 0 },
       );
 
       await ledger.setCap(T, null);
@@ -403,7 +439,7 @@ export function describeLedgerContract(
       await ledger.reserve(reserveInput(a, { amount: 500 }));
       const input = settleInput(a, 300);
       expect(await ledger.settle(input)).toStrictEqual(settled(true, 300, 0));
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 700, held: 0, cap: null, spent: 300 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 700, held: 0, leased: 0, cap: null, spent: 300 });
       expect(await ledger.tenantsWithHolds()).toEqual([]);
       const [charge, granted] = await ledger.ledger(T, 10);
       expect(granted).toMatchObject({ type: 'grant', amount: 1_000, balanceAfter: 1_000 });
@@ -480,7 +516,7 @@ export function describeLedgerContract(
       expect(await ledger.release(T, a)).toBe(true);
       await ledger.reserve(reserveInput(rid(), { amount: 100 }));
       expect(await ledger.settle(settleInput(a, 1_000))).toStrictEqual(settled(true, 400, 600));
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 100, held: 100, cap: null, spent: 400 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 100, held: 100, leased: 0, cap: null, spent: 400 });
       // Within the available balance it is taken in full.
       await grant(ledger, 1_000);
       const b = rid();
@@ -499,7 +535,7 @@ export function describeLedgerContract(
       expect(await ledger.usageByDay(T, DAY, DAY)).toStrictEqual([
         { day: DAY, alias: 'chat-small', promptTokens: 12, completionTokens: 30, requests: 1, cost: 0 },
       ]);
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 0, held: 0, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 0, held: 0, leased: 0, cap: null, spent: 0 });
       expect(await ledger.reserve(reserveInput(a, { amount: 0 }))).toEqual(REPLAY);
       expect(await ledger.settle(settleInput(a, 50))).toStrictEqual(settled(false, 0, 0));
       expect(await ledger.usageRecords(T, 10)).toHaveLength(1);
@@ -510,7 +546,7 @@ export function describeLedgerContract(
       const a = rid();
       await ledger.reserve(reserveInput(a, { amount: 400 }));
       expect(await ledger.settle(settleInput(a, 0))).toStrictEqual(settled(true, 0, 0));
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, leased: 0, cap: null, spent: 0 });
       expect(await ledger.ledger(T, 10)).toHaveLength(1); // the grant only
       expect(await ledger.usageRecords(T, 10)).toHaveLength(1);
       expect(await ledger.release(T, a)).toBe(false);
@@ -534,7 +570,7 @@ export function describeLedgerContract(
       const a = rid();
       await ledger.reserve(reserveInput(a, { amount: 400 }));
       expect(await ledger.release(T, a)).toBe(true);
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, leased: 0, cap: null, spent: 0 });
       expect(await ledger.tenantsWithHolds()).toEqual([]);
       const before = await snapshot(ledger);
       expect(await ledger.release(T, a)).toBe(false);
@@ -554,12 +590,12 @@ export function describeLedgerContract(
       expect(await ledger.releaseUnclaimed(T, claimed)).toBe(false);
       expect(await ledger.releaseUnclaimed(T, left)).toBe(true);
       expect(await ledger.releaseUnclaimed(T, left)).toBe(false);
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 300, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 300, leased: 0, cap: null, spent: 0 });
       await ledger.claim(T, 'req_unknown'); // no hold: nothing happens
       expect(await ledger.releaseUnclaimed(T, 'req_unknown')).toBe(false);
       const settled = await ledger.settle(settleInput(claimed, 120));
       expect(settled).toMatchObject({ applied: true, charged: 120 });
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 880, held: 0, cap: null, spent: 120 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 880, held: 0, leased: 0, cap: null, spent: 120 });
     });
 
     it('a claim (another instance\'s response processing) and the placing instance\'s grace release, in either order: one wins whole, the settlement books once', async () => {
@@ -574,11 +610,11 @@ export function describeLedgerContract(
         }),
       );
       expect(released).toEqual(ids.map((_, i) => i % 2 === 1)); // a claimed hold is never released; a released one is not claimed back
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000, held: 500, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000, held: 500, leased: 0, cap: null, spent: 0 });
       // Each request settles once: from its hold, or (released first) from the available balance.
       for (const id of ids) expect(await ledger.settle(settleInput(id, 60))).toMatchObject({ applied: true, charged: 60 });
       for (const id of ids) expect((await ledger.settle(settleInput(id, 60))).applied).toBe(false);
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000 - 600, held: 0, cap: null, spent: 600 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000 - 600, held: 0, leased: 0, cap: null, spent: 600 });
       for (const id of ids) expect(await ledger.releaseUnclaimed(T, id)).toBe(false);
     });
 
@@ -587,8 +623,139 @@ export function describeLedgerContract(
       const late = rid();
       expect(await ledger.release(T, late)).toBe(false);
       expect(await ledger.reserve(reserveInput(late, { amount: 400 }))).toStrictEqual(REPLAY);
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, leased: 0, cap: null, spent: 0 });
       expect(await ledger.tenantsWithHolds()).toEqual([]);
+    });
+
+    // ------------------------------------------------------------ credit leases
+
+    it('extendLease opens a lease of at most the available balance / headroom; held grows, the balance does not', async () => {
+      await grant(ledger, 10_000);
+      expect(await ledger.extendLease(leaseInput('lease_1', { amount: 5_000 }))).toStrictEqual({ granted: 2_500, total: 2_500, gone: false });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000, held: 0, leased: 2_500, cap: null, spent: 0 });
+      expect(await ledger.tenantsWithHolds()).toEqual([T]);
+      // Growing it: (10000 - 2500) / 4 = 1875 of the 2000 wanted.
+      expect(await ledger.extendLease(leaseInput('lease_1', { amount: 2_000 }))).toStrictEqual({ granted: 1_875, total: 4_375, gone: false });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 0, leased: 4_375 });
+      // Less room than the minimum: refused, nothing changes.
+      const before = await snapshot(ledger);
+      expect(await ledger.extendLease(leaseInput('lease_1', { amount: 2_000, minimum: 1_500 }))).toStrictEqual({ granted: 0, total: 4_375, gone: false });
+      expect(await ledger.extendLease(leaseInput('lease_2', { amount: 2_000, minimum: 1_500 }))).toStrictEqual({ granted: 0, total: 0, gone: false });
+      expect(await snapshot(ledger)).toEqual(before);
+      // A direct reserve sees the lease as held.
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 5_626 }))).toEqual(refused('insufficient_credit'));
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 5_625 }))).toEqual(OK);
+    });
+
+    it('extendLease: with the credit check off only a spend cap limits it; a cap limits it to its room / headroom', async () => {
+      expect(await ledger.extendLease(leaseInput('lease_free', { amount: 700, creditCheck: false }))).toStrictEqual({ granted: 700, total: 700, gone: false });
+      await ledger.setCap(T, 2_700);
+      await grant(ledger, 1_000_000);
+      // Cap room: 2700 - 0 spent - 700 held = 2000; / 4 = 500.
+      expect(await ledger.extendLease(leaseInput('lease_cap', { amount: 900 }))).toStrictEqual({ granted: 500, total: 500, gone: false });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 0, leased: 1_200 });
+      expect(await ledger.reserve(reserveInput(rid(), { amount: 1_501 }))).toEqual(refused('spend_cap_exceeded'));
+    });
+
+    it('moveFromLease turns a piece of the lease into an open request hold: held unchanged, settled and released like any hold', async () => {
+      await grant(ledger, 10_000);
+      await ledger.extendLease(leaseInput('lease_1', { amount: 2_000 }));
+      const a = rid();
+      const b = rid();
+      expect(await ledger.moveFromLease(moveInput('lease_1', a, 300))).toBe('moved');
+      expect(await ledger.moveFromLease(moveInput('lease_1', b, 200))).toBe('moved');
+      // Requests hold 500, the lease keeps 1500: 2000 set aside in all, as before the moves.
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 10_000, held: 500, leased: 1_500 });
+      // The request holds are ordinary: settled at most their amount, released in full.
+      expect(await ledger.settle(settleInput(a, 500))).toStrictEqual(settled(true, 300, 200));
+      expect(await ledger.release(T, b)).toBe(true);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 9_700, held: 0, leased: 1_500, spent: 300 });
+      // What is left of the lease goes back when it is released.
+      expect(await ledger.release(T, 'lease_1')).toBe(true);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 9_700, held: 0, leased: 0 });
+      expect(await ledger.tenantsWithHolds()).toEqual([]);
+    });
+
+    it('moveFromLease is idempotent by request id and never takes more than the lease has', async () => {
+      await grant(ledger, 10_000);
+      await ledger.extendLease(leaseInput('lease_1', { amount: 500 }));
+      const a = rid();
+      expect(await ledger.moveFromLease(moveInput('lease_1', a, 300))).toBe('moved');
+      const before = await snapshot(ledger);
+      expect(await ledger.moveFromLease(moveInput('lease_1', a, 300))).toBe('exists');
+      expect(await ledger.moveFromLease(moveInput('lease_1', rid(), 201))).toBe('no_lease');
+      expect(await ledger.moveFromLease(moveInput('lease_unknown', rid(), 1))).toBe('no_lease');
+      // A tombstone (released before its move arrived) or a settled request: nothing moves.
+      const late = rid();
+      await ledger.release(T, late);
+      expect(await ledger.moveFromLease(moveInput('lease_1', late, 100))).toBe('exists');
+      const gone = rid();
+      await ledger.settle(settleInput(gone, 0));
+      expect(await ledger.moveFromLease(moveInput('lease_1', gone, 100))).toBe('exists');
+      expect((await ledger.account(T, PERIOD)).held).toBe(before.account.held);
+      // The rest of the lease can still move, to the last micro-unit.
+      expect(await ledger.moveFromLease(moveInput('lease_1', rid(), 200))).toBe('moved');
+      expect(await ledger.moveFromLease(moveInput('lease_1', rid(), 0))).toBe('moved');
+      expect(await ledger.moveFromLease(moveInput('lease_1', rid(), 1))).toBe('no_lease');
+    });
+
+    it('a released or reaped lease is gone: it neither grows nor moves; a lease is renewed and reaped like a hold', async () => {
+      await grant(ledger, 10_000);
+      await ledger.extendLease(leaseInput('lease_r', { amount: 400 }));
+      await ledger.release(T, 'lease_r');
+      expect(await ledger.extendLease(leaseInput('lease_r', { amount: 400 }))).toStrictEqual({ granted: 0, total: 0, gone: true });
+      expect(await ledger.moveFromLease(moveInput('lease_r', rid(), 1))).toBe('no_lease');
+
+      // Lease of 30 s: renewed to NOW + 50 s, reaped after it.
+      await ledger.extendLease(leaseInput('lease_x', { amount: 400 }));
+      expect(await ledger.renewLeases(T, ['lease_x'], NOW + 20_000, 30)).toBe(1);
+      expect(await ledger.reapExpired(T, NOW + 49_000)).toBe(0);
+      expect(await ledger.reapExpired(T, NOW + 50_000)).toBe(1);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 0, leased: 0 });
+      expect(await ledger.extendLease(leaseInput('lease_x', { now: NOW + 51_000 }))).toStrictEqual({ granted: 0, total: 0, gone: true });
+
+      // Past its ttl (120 s) a lease no longer grows, even before the reaper saw it.
+      await ledger.extendLease(leaseInput('lease_old', { amount: 400 }));
+      expect(await ledger.extendLease(leaseInput('lease_old', { now: NOW + 120_000 }))).toStrictEqual({ granted: 0, total: 400, gone: true });
+    });
+
+    it('a cap change or a deduct makes the open leases stale: their next move or growth gives them back whole and moves nothing', async () => {
+      await grant(ledger, 10_000);
+      await ledger.extendLease(leaseInput('lease_a', { amount: 1_000 }));
+      await ledger.extendLease(leaseInput('lease_b', { amount: 1_000 }));
+      expect(await ledger.moveFromLease(moveInput('lease_a', rid(), 100))).toBe('moved');
+      await ledger.setCap(T, 50_000);
+      expect(await ledger.moveFromLease(moveInput('lease_a', rid(), 100))).toBe('no_lease');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 100, leased: 1_000 }); // lease_b still stale-but-open
+      expect(await ledger.extendLease(leaseInput('lease_b', { amount: 10 }))).toStrictEqual({ granted: 0, total: 0, gone: true });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 100, leased: 0 });
+      // A lease opened after the change is fresh; a grant leaves it so; a deduct makes it stale.
+      await ledger.extendLease(leaseInput('lease_c', { amount: 500 }));
+      await grant(ledger, 1);
+      expect(await ledger.moveFromLease(moveInput('lease_c', rid(), 100))).toBe('moved');
+      await ledger.adjustBalance(T, -1, 'deduct_1', 'deduct', NOW);
+      expect(await ledger.moveFromLease(moveInput('lease_c', rid(), 100))).toBe('no_lease');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 200, leased: 0 });
+      // A replayed deduct (same key) changes nothing, staleness included.
+      await ledger.extendLease(leaseInput('lease_d', { amount: 500 }));
+      await ledger.adjustBalance(T, -1, 'deduct_1', 'deduct', NOW);
+      expect(await ledger.moveFromLease(moveInput('lease_d', rid(), 100))).toBe('moved');
+    });
+
+    it('extendLease and moveFromLease refuse bad input with TypeError before any write', async () => {
+      await grant(ledger, 10_000);
+      const before = await snapshot(ledger);
+      const bad: Array<Partial<LeaseInput>> = [
+        { amount: 0 }, { amount: 1.5 }, { minimum: 0 }, { headroom: 0 }, { leaseId: '' }, { tenantId: '' },
+        { holdTtlSeconds: 0 }, { leaseSeconds: -1 }, { now: Number.NaN }, { period: '' },
+      ];
+      for (const over of bad) await expect(ledger.extendLease(leaseInput('lease_1', over))).rejects.toThrow(TypeError);
+      await ledger.extendLease(leaseInput('lease_1'));
+      const opened = await snapshot(ledger);
+      expect(opened.account.leased).toBeGreaterThan(before.account.leased);
+      const badMoves: Array<[string, string, number]> = [['lease_1', '', 1], ['', 'req_x', 1], ['lease_1', 'req_x', -1], ['lease_1', 'req_x', 0.5], ['lease_1', 'lease_1', 1]];
+      for (const [l, r, amt] of badMoves) await expect(ledger.moveFromLease(moveInput(l, r, amt))).rejects.toThrow(TypeError);
+      expect(await snapshot(ledger)).toEqual(opened);
     });
 
     it('reapExpired releases exactly the holds whose time ran out', async () => {
@@ -623,7 +790,7 @@ export function describeLedgerContract(
       expect(await ledger.reapExpired(T, NOW + 4_999)).toBe(0);
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000, held: 400 });
       expect(await ledger.reapExpired(T, NOW + 5_000)).toBe(1);
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, cap: null, spent: 0 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 0, leased: 0, cap: null, spent: 0 });
       expect(await ledger.tenantsWithHolds()).toEqual([]);
       // A reaped hold cannot be renewed back to life.
       expect(await ledger.renewLeases(T, [a], NOW + 6_000, 5)).toBe(0);
@@ -988,7 +1155,7 @@ export function describeLedgerContract(
 
       const outcomes2 = await Promise.all(won.map((r) => ledger.settle(settleInput(r, 60))));
       for (const s of outcomes2) expect(s).toStrictEqual(settled(true, 60, 0));
-      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 400, held: 0, cap: null, spent: 600 });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 400, held: 0, leased: 0, cap: null, spent: 600 });
       expect(await ledger.tenantsWithHolds()).toEqual([]);
       expect(await ledger.usageRecords(T, 100)).toHaveLength(10);
       expect(await ledger.ledger(T, 100)).toHaveLength(11);
@@ -1036,7 +1203,10 @@ export function describeLedgerContract(
           | { kind: 'settle'; pick: number; percent: number }
           | { kind: 'settleUnknown'; charge: number }
           | { kind: 'release'; pick: number }
-          | { kind: 'reap'; advanceSeconds: number };
+          | { kind: 'reap'; advanceSeconds: number }
+          | { kind: 'lease'; pick: number; amount: number; headroom: number }
+          | { kind: 'move'; pick: number; amount: number; reuse: boolean }
+          | { kind: 'retire'; pick: number };
         const int = (min: number, max: number) => fc.integer({ min, max });
         const grantOp = fc.record({ kind: fc.constant('grant' as const), amount: int(1, 1_000), reuse: fc.boolean() });
         // Short holds (the reaper may take them) and long ones.
@@ -1056,6 +1226,10 @@ export function describeLedgerContract(
           fc.record({ kind: fc.constant('settleUnknown' as const), charge: int(0, 400) }),
           fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }),
           fc.record({ kind: fc.constant('reap' as const), advanceSeconds: int(0, 90) }),
+          fc.record({ kind: fc.constant('lease' as const), pick: int(0, 3), amount: int(1, 800), headroom: int(1, 4) }),
+          fc.record({ kind: fc.constant('move' as const), pick: fc.nat(), amount: int(0, 300), reuse: fc.boolean() }),
+          fc.record({ kind: fc.constant('move' as const), pick: fc.nat(), amount: int(0, 300), reuse: fc.boolean() }),
+          fc.record({ kind: fc.constant('retire' as const), pick: fc.nat() }),
         );
         let run = 0;
 
@@ -1072,13 +1246,20 @@ export function describeLedgerContract(
             const amounts = new Map<string, number>();
             const open = new Map<string, number>(); // requestId → expiresAt
             const charges = new Map<string, number>(); // requestId → charged (settled)
+            const leases: string[] = []; // every lease id opened (its amount in `amounts`, open ones in `open`)
+            const deadlines = new Map<string, number>(); // lease id → the most a renewal can reach
 
             const check = async (): Promise<void> => {
               const acc = await ledger.account(tenantId, PERIOD);
               expect(acc.balance).toBeGreaterThanOrEqual(0);
               let sum = 0;
-              for (const id of open.keys()) sum += amounts.get(id)!;
+              let leasedSum = 0;
+              for (const id of open.keys()) {
+                if (leases.includes(id)) leasedSum += amounts.get(id)!;
+                else sum += amounts.get(id)!;
+              }
               expect(acc.held).toBe(sum);
+              expect(acc.leased).toBe(leasedSum);
               expect(acc.balance).toBe(grants - chargedTotal);
               expect(acc.spent).toBe(chargedTotal);
             };
@@ -1104,7 +1285,7 @@ export function describeLedgerContract(
                   const outcome = await ledger.reserve(
                     reserveInput(r, { ...base, amount: o.amount, holdTtlSeconds: o.ttl, now }),
                   );
-                  if (acc.balance - acc.held >= o.amount) expect(outcome).toEqual(OK);
+                  if (acc.balance - acc.held - acc.leased >= o.amount) expect(outcome).toEqual(OK);
                   else expect(outcome).toEqual(refused('insufficient_credit'));
                   if (outcome.ok) {
                     known.push(r);
@@ -1131,7 +1312,7 @@ export function describeLedgerContract(
                   } else {
                     const expected = wasOpen
                       ? Math.min(charge, amount)
-                      : Math.min(charge, Math.max(acc.balance - acc.held, 0));
+                      : Math.min(charge, Math.max(acc.balance - acc.held - acc.leased, 0));
                     expect(outcome).toStrictEqual(settled(true, expected, charge - expected));
                     charges.set(r, expected);
                     open.delete(r);
@@ -1143,7 +1324,7 @@ export function describeLedgerContract(
                   const r = `u_${known.length}_${randomBytes(4).toString('hex')}`;
                   const acc = await ledger.account(tenantId, PERIOD);
                   const outcome = await ledger.settle(settleInput(r, o.charge, { ...base, now }));
-                  const expected = Math.min(o.charge, Math.max(acc.balance - acc.held, 0));
+                  const expected = Math.min(o.charge, Math.max(acc.balance - acc.held - acc.leased, 0));
                   expect(outcome).toStrictEqual(settled(true, expected, o.charge - expected));
                   charges.set(r, expected);
                   known.push(r);
@@ -1156,6 +1337,54 @@ export function describeLedgerContract(
                   if (r === undefined) break;
                   expect(await ledger.release(tenantId, r)).toBe(open.has(r));
                   open.delete(r);
+                  break;
+                }
+                case 'lease': {
+                  const id = `lease_${o.pick}`;
+                  const acc = await ledger.account(tenantId, PERIOD);
+                  const outcome = await ledger.extendLease(leaseInput(id, { ...base, amount: o.amount, minimum: 1, headroom: o.headroom, now }));
+                  const seen = leases.includes(id);
+                  if (seen && (!open.has(id) || deadlines.get(id)! <= now)) {
+                    expect(outcome).toStrictEqual({ granted: 0, total: open.has(id) ? amounts.get(id)! : 0, gone: true });
+                    break;
+                  }
+                  const want = Math.min(o.amount, Math.floor((acc.balance - acc.held - acc.leased) / o.headroom));
+                  const total = seen ? amounts.get(id)! : 0;
+                  if (want < 1) {
+                    expect(outcome).toStrictEqual({ granted: 0, total, gone: false });
+                    break;
+                  }
+                  expect(outcome).toStrictEqual({ granted: want, total: total + want, gone: false });
+                  if (!seen) {
+                    leases.push(id);
+                    deadlines.set(id, now + 120_000);
+                  }
+                  amounts.set(id, total + want);
+                  open.set(id, Math.min(now + 30_000, deadlines.get(id)!));
+                  break;
+                }
+                case 'move': {
+                  const lease = leases[o.pick % Math.max(leases.length, 1)];
+                  if (lease === undefined) break;
+                  const prior = known[o.pick % Math.max(known.length, 1)];
+                  const r = o.reuse && prior !== undefined ? prior : `m_${known.length}_${randomBytes(4).toString('hex')}`;
+                  const outcome = await ledger.moveFromLease(moveInput(lease, r, o.amount, { ...base, now }));
+                  if (known.includes(r)) expect(outcome).toBe('exists');
+                  else if (!open.has(lease) || amounts.get(lease)! < o.amount) expect(outcome).toBe('no_lease');
+                  else {
+                    expect(outcome).toBe('moved');
+                    amounts.set(lease, amounts.get(lease)! - o.amount);
+                    known.push(r);
+                    amounts.set(r, o.amount);
+                    open.set(r, now + 15_000);
+                  }
+                  break;
+                }
+                case 'retire': {
+                  const lease = leases[o.pick % Math.max(leases.length, 1)];
+                  if (lease === undefined) break;
+                  expect(await ledger.release(tenantId, lease)).toBe(open.has(lease));
+                  open.delete(lease);
                   break;
                 }
                 case 'reap': {

@@ -67,6 +67,8 @@ export class GatewayMetrics {
   private readonly heldAmount: ValueChild;
   private readonly settlements: FastValue;
   private readonly journalPending: Gauge;
+  private readonly admissions: Record<'lease' | 'direct', ValueChild>;
+  private leasedReader: () => number = () => 0;
   private readonly storeOps: Record<StoreName, { ok: HistogramChild; error: HistogramChild }>;
   private readonly storeErrors: Record<StoreName, ValueChild>;
   private readonly storeUp: Gauge;
@@ -100,6 +102,19 @@ export class GatewayMetrics {
       r,
     );
     for (const op of ['settle', 'release']) for (const res of ['applied', 'journaled', 'retried', 'failed']) this.settlements.labels(op, res);
+    this.admissions = fixed(
+      new FastValue('counter', `${p}credit_admissions_total`, 'Admitted requests by how their credit hold was placed: moved out of a credit lease (no store round trip before the answer) or placed directly', ['via'], r),
+      ['lease', 'direct'],
+    );
+    const leased = () => this.leasedReader();
+    new Gauge({
+      name: `${p}credit_leased_micro`,
+      help: "Micro-units this instance has set aside in credit leases and not yet moved into request holds (part of the tenants' held credit)",
+      registers: [r],
+      collect() {
+        this.set(leased());
+      },
+    });
     this.journalPending = new Gauge({ name: `${p}settlement_journal_pending`, help: 'Operations waiting in the local settlement journal', registers: [r] });
     const storeOps = new FastHistogram(`${p}store_operation_duration_seconds`, 'Store (keys) and ledger operations, by store and result (ok, error)', ['store', 'result'], STORE_BUCKETS, r);
     const storeOpsOf = (s: StoreName) => ({ ok: storeOps.labels(s, 'ok'), error: storeOps.labels(s, 'error') });
@@ -161,6 +176,15 @@ export class GatewayMetrics {
 
   observe(phase: Phase, ms: number): void {
     this.phases[phase].observe(ms / 1000);
+  }
+
+  admitted(via: 'lease' | 'direct'): void {
+    this.admissions[via].value++;
+  }
+
+  /** Where the credit_leased_micro gauge reads its value at each scrape. */
+  watchLeased(read: () => number): void {
+    this.leasedReader = read;
   }
 
   holdOpened(amount: number): void {

@@ -78,6 +78,23 @@ export const BillingSchema = z
       })
       .strict()
       .default({ requestsPerMinute: null, tokensPerMinute: null, per: 'key' }),
+    /**
+     * Credit leases (see domain/billing/credit-leases.ts): each instance sets a slice of a
+     * busy tenant's credit aside and admits its requests against it without a round trip
+     * to the store. Not used while rate limits are on (their counters are per request).
+     */
+    creditLease: z
+      .object({
+        enabled: z.boolean().default(true),
+        /** A lease is sized for this many requests like the one that opened or grew it. */
+        requests: z.number().int().min(2).max(10_000).default(32),
+        /** A lease takes at most this share (1 / headroom) of the available balance and of the cap's room. */
+        headroom: z.number().int().min(1).max(1_000).default(4),
+        /** A tenant's lease is given back after this long without a request. */
+        idleSeconds: z.number().positive().max(3600).default(2),
+      })
+      .strict()
+      .default({ enabled: true, requests: 32, headroom: 4, idleSeconds: 2 }),
     /** Price per internal model; every internal model must have one. */
     prices: z.record(z.string(), PriceSchema),
   })

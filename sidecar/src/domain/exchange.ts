@@ -53,6 +53,8 @@ export interface ExchangeStart {
   readonly principal: Principal | null;
   /** Micro-units held by the gate for this request; null: nothing was held. */
   readonly held: number | null;
+  /** The hold came out of a credit lease: it is confirmed before the request goes on. */
+  readonly leased?: boolean;
 }
 
 /** How an exchange ended: logged, and settled or released by billing. */
@@ -120,6 +122,7 @@ export class Exchange {
   private errorCode: string | null = null;
   private upstreamStatus: number | null = null;
   private held: number | null = null;
+  private leased = false;
   private startedAt = Date.now();
   /** Monotonic clock readings for the phase timings. */
   private readonly t0 = performance.now();
@@ -133,8 +136,8 @@ export class Exchange {
   }
 
   /** The credit hold this exchange must settle or release, once it has started with one. */
-  get hold(): { readonly tenantId: string; readonly requestId: string } | null {
-    return this.held !== null && this.principal ? { tenantId: this.principal.tenantId, requestId: this.requestId } : null;
+  get hold(): { readonly tenantId: string; readonly requestId: string; readonly leased: boolean } | null {
+    return this.held !== null && this.principal ? { tenantId: this.principal.tenantId, requestId: this.requestId, leased: this.leased } : null;
   }
 
   /** Learns the request (from its headers, or from attributes when headers are not sent). */
@@ -144,6 +147,7 @@ export class Exchange {
     this.path = pathOnly(h.path);
     this.principal = h.principal;
     this.held = h.held;
+    this.leased = h.leased === true;
     this.route = this.routeOf(this.path);
   }
 
@@ -169,6 +173,15 @@ export class Exchange {
         // chat/embeddings never send headers here (their body is processed); usage is served elsewhere.
         return this.refuse(Errors.notFound);
     }
+  }
+
+  /**
+   * The hold the gate moved out of a credit lease is not in the store, and holding it
+   * directly was refused (or the store could not say): not served (fails closed). The
+   * hold is still released at the end, in case it was written after all.
+   */
+  holdUnconfirmed(error: GatewayError): Action {
+    return this.refuseWith(error);
   }
 
   /** A chat or embeddings body the gate admitted and priced: rewrite it for the provider. */

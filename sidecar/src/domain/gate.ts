@@ -35,6 +35,8 @@ export type GateOutcome =
       readonly inference: {
         readonly stream: boolean;
         readonly held: number;
+        /** The hold came out of a credit lease and is confirmed by the response processing (Billing.confirmation). */
+        readonly leased: boolean;
         /** Size of the re-serialised body ext_proc will send up (its content-length). */
         readonly upstreamBytes: number;
       } | null;
@@ -97,7 +99,7 @@ export class Gate {
     return {
       ok: true,
       principal: auth.principal,
-      inference: { stream: admission.ctx.stream, held: held.admitted.held, upstreamBytes: admission.upstreamBody.length },
+      inference: { stream: admission.ctx.stream, held: held.admitted.held, leased: held.admitted.leased, upstreamBytes: admission.upstreamBody.length },
     };
   }
 

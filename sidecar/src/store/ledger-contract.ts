@@ -52,6 +52,65 @@ export type ReserveOutcome =
   | { readonly ok: true; readonly replay: boolean }
   | { readonly ok: false; readonly reason: 'insufficient_credit' | 'spend_cap_exceeded' | 'rate_limit_exceeded' };
 
+/**
+ * A credit lease: one instance sets a slice of a tenant's credit aside as one
+ * hold (its id is the lease id, never a request id), and later moves pieces of
+ * it into request holds without asking whether the balance covers them: the
+ * check was made once for the whole slice. The lease is renewed, reaped and
+ * released like any hold.
+ */
+export interface LeaseInput {
+  readonly tenantId: string;
+  readonly leaseId: string;
+  /** Micro-units wanted (> 0). Fewer are granted when the room is smaller. */
+  readonly amount: number;
+  /** The least worth granting (>= 1); less room than this refuses. */
+  readonly minimum: number;
+  /**
+   * Only a share of the room is granted: at most (available balance, and the
+   * spend cap's room) / headroom, so other instances and direct holds keep the rest.
+   */
+  readonly headroom: number;
+  /** With the credit check off only the spend cap limits the grant. */
+  readonly creditCheck: boolean;
+  readonly period: string;
+  readonly holdTtlSeconds: number;
+  readonly leaseSeconds: number;
+  readonly owner: string;
+  readonly now: number;
+}
+
+export interface LeaseOutcome {
+  /** Micro-units added now (0: refused, nothing changed). */
+  readonly granted: number;
+  /** The lease's amount after this call (what it can still move into request holds). */
+  readonly total: number;
+  /** The lease was released or reaped: it can never be extended or moved from again. */
+  readonly gone: boolean;
+}
+
+export interface MoveInput {
+  readonly tenantId: string;
+  readonly leaseId: string;
+  readonly requestId: string;
+  readonly keyId: string | null;
+  /** Micro-units of the request's hold (>= 0). */
+  readonly amount: number;
+  readonly period: string;
+  readonly holdTtlSeconds: number;
+  readonly leaseSeconds: number;
+  readonly owner: string;
+  readonly now: number;
+}
+
+/**
+ * moved: the request now has its own open hold and the lease is that much smaller
+ * (the tenant's held total does not change); exists: the request id has a hold or
+ * a tombstone already (nothing changed); no_lease: the lease is not open or is too
+ * small (nothing changed).
+ */
+export type MoveOutcome = 'moved' | 'exists' | 'no_lease';
+
 /** One usage-counter record. There is no field for prompt or completion content. */
 export interface UsageRecord {
   readonly time: string; // ISO-8601 UTC
@@ -93,7 +152,13 @@ export interface SettleOutcome {
 
 export interface AccountState {
   readonly balance: number;
+  /** Held by requests' own holds (what they may still cost). */
   readonly held: number;
+  /**
+   * Set aside in credit leases and not yet moved into a request's hold. Not spent and
+   * not held by any request; the balance check and the spend cap count it with `held`.
+   */
+  readonly leased: number;
   /** null: no spend cap. */
   readonly cap: number | null;
   readonly spent: number; // in the given period
@@ -131,6 +196,10 @@ export class InsufficientBalanceError extends Error {
 
 export interface Ledger {
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
+  /** Opens a credit lease or adds to an open one (see LeaseInput). Idempotent only in effect: a lease never holds more than its grants. */
+  extendLease(input: LeaseInput): Promise<LeaseOutcome>;
+  /** Moves a request's hold out of an open lease (see MoveOutcome). Idempotent by request id. */
+  moveFromLease(input: MoveInput): Promise<MoveOutcome>;
   settle(input: SettleInput): Promise<SettleOutcome>;
   /**
    * Gives a hold back in full (the request failed or was refused). Idempotent;
@@ -140,9 +209,10 @@ export interface Ledger {
   release(tenantId: string, requestId: string): Promise<boolean>;
   /**
    * The request reached its response processing, which will settle or release
-   * it. Idempotent; no-op without an open hold.
+   * it. Idempotent; no-op without an open hold. True when the request has an
+   * open hold (claimed now or before).
    */
-  claim(tenantId: string, requestId: string, owner?: string): Promise<void>;
+  claim(tenantId: string, requestId: string, owner?: string): Promise<boolean>;
   /**
    * The live exchanges of one instance keep their holds: each open hold named is
    * given a lease until now + leaseSeconds (never past its holdTtlSeconds). Holds

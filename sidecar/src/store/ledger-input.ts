@@ -2,7 +2,7 @@
  * Input checks shared by the ledger implementations, so both refuse the same
  * inputs: bad input is a bug, refused (TypeError) before any write.
  */
-import type { RateLimits, ReserveInput, SettleInput, UsageRecord } from './ledger-contract.js';
+import type { LeaseInput, MoveInput, RateLimits, ReserveInput, SettleInput, UsageRecord } from './ledger-contract.js';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -155,4 +155,54 @@ export function daysBetween(from: string, to: string): string[] {
     out.push(new Date(t).toISOString().slice(0, 10));
   }
   return out;
+}
+
+const positive = (value: unknown, what: string): number => {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new TypeError(`${what} must be a positive number`);
+  return value;
+};
+
+export function checkLease(input: LeaseInput): LeaseInput {
+  if (typeof input !== 'object' || input === null) throw new TypeError('lease input must be an object');
+  if (typeof input.creditCheck !== 'boolean') throw new TypeError('creditCheck must be a boolean');
+  if (typeof input.owner !== 'string') throw new TypeError('owner must be a string');
+  const ttl = positive(input.holdTtlSeconds, 'holdTtlSeconds');
+  const amount = nonNegativeInteger(input.amount, 'amount');
+  const minimum = nonNegativeInteger(input.minimum, 'minimum');
+  const headroom = nonNegativeInteger(input.headroom, 'headroom');
+  if (amount < 1 || minimum < 1 || headroom < 1) throw new TypeError('amount, minimum and headroom must be at least 1');
+  return {
+    tenantId: nonEmpty(input.tenantId, 'tenantId'),
+    leaseId: nonEmpty(input.leaseId, 'leaseId'),
+    amount,
+    minimum,
+    headroom,
+    creditCheck: input.creditCheck,
+    period: nonEmpty(input.period, 'period'),
+    holdTtlSeconds: ttl,
+    leaseSeconds: Math.min(positive(input.leaseSeconds, 'leaseSeconds'), ttl),
+    owner: input.owner,
+    now: instant(input.now, 'now'),
+  };
+}
+
+export function checkMove(input: MoveInput): MoveInput {
+  if (typeof input !== 'object' || input === null) throw new TypeError('move input must be an object');
+  if (typeof input.owner !== 'string') throw new TypeError('owner must be a string');
+  const ttl = positive(input.holdTtlSeconds, 'holdTtlSeconds');
+  const leaseId = nonEmpty(input.leaseId, 'leaseId');
+  const requestId = nonEmpty(input.requestId, 'requestId');
+  if (leaseId === requestId) throw new TypeError('a lease cannot be moved into itself');
+  return {
+    tenantId: nonEmpty(input.tenantId, 'tenantId'),
+    leaseId,
+    requestId,
+    keyId: stringOrNull(input.keyId, 'keyId'),
+    amount: nonNegativeInteger(input.amount, 'amount'),
+    period: nonEmpty(input.period, 'period'),
+    holdTtlSeconds: ttl,
+    leaseSeconds: Math.min(positive(input.leaseSeconds, 'leaseSeconds'), ttl),
+    owner: input.owner,
+    now: instant(input.now, 'now'),
+  };
 }

@@ -16,6 +16,9 @@
  *   charge is taken from the available balance when the credit check is on,
  *   in full otherwise (the balance may go negative). Every applied settle
  *   records usage; a ledger entry is written only when money moves.
+ * - extendLease opens or grows a lease (a hold named by its lease id) by at
+ *   most the room / headroom; moveFromLease turns a piece of an open lease into
+ *   a request's own open hold (held does not change).
  * - release / reapExpired give open holds back; adjustBalance is idempotent by
  *   key and never takes the balance below zero on a deduct.
  * - inputs are validated (`TypeError`), results are fresh copies, and after
@@ -25,7 +28,7 @@
  * so each operation is atomic with respect to the others.
  */
 import { StoreUnavailableError } from './contract.js';
-import { checkAdjust, checkListing, checkRenew, checkReserve, checkSettle, day, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
+import { checkAdjust, checkLease, checkListing, checkMove, checkRenew, checkReserve, checkSettle, day, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 import {
   type AccountState,
   type Ledger,
@@ -54,6 +57,10 @@ interface Hold {
   charged: number;
   /** Taken over by the response processing (see Ledger.claim). */
   claimed?: boolean;
+  /** A credit lease (its amount also counts in the tenant's `leased`). */
+  lease?: boolean;
+  /** A lease's generation: stale once the tenant's leaseGen moved on. */
+  gen?: number;
 }
 
 interface Counters {
@@ -63,7 +70,12 @@ interface Counters {
 
 interface TenantState {
   balance: number;
+  /** Every open hold, leases included (what the credit check and the cap count). */
   held: number;
+  /** The open leases' part of held. */
+  leased: number;
+  /** Raised by a cap change or a deduct: leases granted before are stale. */
+  leaseGen: number;
   cap: number | null;
   readonly spent: Map<string, number>;
   readonly holds: Map<string, Hold>;
@@ -126,6 +138,8 @@ export function createMemoryLedger(): Ledger {
       t = {
         balance: 0,
         held: 0,
+        leased: 0,
+        leaseGen: 0,
         cap: null,
         spent: new Map(),
         holds: new Map(),
@@ -151,6 +165,7 @@ export function createMemoryLedger(): Ledger {
 
   function releaseHold(t: TenantState, requestId: string, hold: Hold): void {
     t.held -= hold.amount;
+    if (hold.lease === true) t.leased -= hold.amount;
     hold.state = 'released';
     t.open.delete(requestId);
   }
@@ -222,6 +237,70 @@ export function createMemoryLedger(): Ledger {
         if (limits.tokensPerMinute !== null) c.tokens += input.tokens;
       }
       return { ok: true, replay: false };
+    },
+
+    async extendLease(raw) {
+      open();
+      const input = checkLease(raw);
+      const existing = tenants.get(input.tenantId);
+      const lease = existing?.holds.get(input.leaseId);
+      if (existing !== undefined && lease?.state === 'held' && lease.gen !== existing.leaseGen) {
+        releaseHold(existing, input.leaseId, lease); // stale: the cap or the balance changed since
+        return { granted: 0, total: 0, gone: true };
+      }
+      if (lease !== undefined && (lease.state !== 'held' || lease.deadline <= input.now)) {
+        return { granted: 0, total: lease.state === 'held' ? lease.amount : 0, gone: true };
+      }
+      const held = existing?.held ?? 0;
+      let grant = input.amount;
+      if (input.creditCheck) grant = Math.min(grant, Math.floor(((existing?.balance ?? 0) - held) / input.headroom));
+      const cap = existing?.cap ?? null;
+      if (cap !== null) grant = Math.min(grant, Math.floor((cap - (existing?.spent.get(input.period) ?? 0) - held) / input.headroom));
+      const total = lease?.amount ?? 0;
+      if (grant < input.minimum) return { granted: 0, total, gone: false };
+
+      const t = state(input.tenantId);
+      const deadline = lease?.deadline ?? input.now + input.holdTtlSeconds * 1000;
+      const expiresAt = Math.min(input.now + Math.floor(input.leaseSeconds * 1000), deadline);
+      t.held += grant;
+      t.leased += grant;
+      if (lease !== undefined) {
+        lease.amount += grant;
+        lease.expiresAt = expiresAt;
+      } else {
+        t.holds.set(input.leaseId, { amount: grant, state: 'held', expiresAt, deadline, owner: input.owner, period: input.period, keyId: null, charged: 0, lease: true, gen: t.leaseGen });
+        t.open.add(input.leaseId);
+      }
+      return { granted: grant, total: total + grant, gone: false };
+    },
+
+    async moveFromLease(raw) {
+      open();
+      const input = checkMove(raw);
+      const t = tenants.get(input.tenantId);
+      if (t?.holds.has(input.requestId) === true) return 'exists';
+      const lease = t?.holds.get(input.leaseId);
+      if (t === undefined || lease?.state !== 'held') return 'no_lease';
+      if (lease.gen !== t.leaseGen) {
+        releaseHold(t, input.leaseId, lease); // stale: the cap or the balance changed since
+        return 'no_lease';
+      }
+      if (lease.amount < input.amount) return 'no_lease';
+      lease.amount -= input.amount;
+      t.leased -= input.amount;
+      const deadline = input.now + input.holdTtlSeconds * 1000;
+      t.holds.set(input.requestId, {
+        amount: input.amount,
+        state: 'held',
+        expiresAt: Math.min(input.now + Math.floor(input.leaseSeconds * 1000), deadline),
+        deadline,
+        owner: input.owner,
+        period: input.period,
+        keyId: input.keyId,
+        charged: 0,
+      });
+      t.open.add(input.requestId);
+      return 'moved';
     },
 
     async settle(raw): Promise<SettleOutcome> {
@@ -309,9 +388,10 @@ export function createMemoryLedger(): Ledger {
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(requestId, 'requestId');
       const hold = tenants.get(tenantId)?.holds.get(requestId);
-      if (hold?.state !== 'held') return;
+      if (hold?.state !== 'held') return false;
       hold.claimed = true;
       if (owner) hold.owner = owner;
+      return true;
     },
 
     async renewLeases(tenantId, requestIds, now, leaseSeconds) {
@@ -370,7 +450,8 @@ export function createMemoryLedger(): Ledger {
       const t = tenants.get(tenantId);
       return {
         balance: t?.balance ?? 0,
-        held: t?.held ?? 0,
+        held: (t?.held ?? 0) - (t?.leased ?? 0),
+        leased: t?.leased ?? 0,
         cap: t?.cap ?? null,
         spent: t?.spent.get(period) ?? 0,
       };
@@ -387,6 +468,7 @@ export function createMemoryLedger(): Ledger {
       if (amount < 0 && balance + amount < 0) throw new InsufficientBalanceError();
 
       const t = state(tenantId);
+      if (amount < 0) t.leaseGen += 1; // leases granted before the deduct are stale
       t.balance += amount;
       const entry = append(t, {
         time: new Date(now).toISOString(),
@@ -405,7 +487,9 @@ export function createMemoryLedger(): Ledger {
       nonEmpty(tenantId, 'tenantId');
       if (cap !== null) nonNegativeInteger(cap, 'cap');
       if (cap === null && !tenants.has(tenantId)) return;
-      state(tenantId).cap = cap;
+      const t = state(tenantId);
+      t.cap = cap;
+      t.leaseGen += 1;
     },
 
     async ledger(tenantId, limit, before) {

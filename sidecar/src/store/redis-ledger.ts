@@ -5,11 +5,15 @@
  * keys from an ARGV prefix carrying that same tag). Scripts check everything
  * before their first write (Redis has no rollback).
  *
- *   <p>:acct:{t}               hash    balance, held, cap, spent:<period>
+ *   <p>:acct:{t}               hash    balance, held (every open hold, leases included), leased (the open
+ *                                      leases' part of held), cap, spent:<period>, lease_gen (raised by a
+ *                                      cap change or a deduct: leases of an older generation are stale)
  *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires (end of the lease),
  *                                      deadline (the most a renewal can reach), owner (instance), period,
  *                                      key_id, charged, claimed (the response processing took it over)
- *   <p>:holds:{t}              zset    open holds by lease end (member: request id)
+ *                                      (a credit lease is a hold named by its lease id; its amount shrinks
+ *                                      as pieces of it move into request holds)
+ *   <p>:holds:{t}              zset    open holds by lease end (member: request id or lease id)
  *   <p>:ledger:{t}             stream  money movements: grant, deduct, charge (signed amount, balance_after)
  *   <p>:usage:{t}              stream  one usage record per settled request (no content field exists)
  *   <p>:usage:{t}:day:<day>    hash    <alias>|prompt, |completion, |requests, |cost
@@ -31,7 +35,11 @@ import {
   InsufficientBalanceError,
   type AccountState,
   type Ledger,
+  type LeaseInput,
+  type LeaseOutcome,
   type LedgerEntry,
+  type MoveInput,
+  type MoveOutcome,
   type ReserveInput,
   type ReserveOutcome,
   type SettleInput,
@@ -42,7 +50,7 @@ import {
 import type { RedisClientOptions } from './redis-client-options.js';
 import { StoreUnavailableError } from './contract.js';
 import { type RedisClient, type RedisTarget, connectRedis, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
-import { checkAdjust, checkListing, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
+import { checkAdjust, checkLease, checkListing, checkMove, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
@@ -68,6 +76,96 @@ redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
 redis.call('ZADD', KEYS[3], expires, ARGV[10])
 if rpm >= 0 then redis.call('INCR', KEYS[4]) redis.call('EXPIRE', KEYS[4], 120) end
 if tpm >= 0 then redis.call('INCRBY', KEYS[5], tokens) redis.call('EXPIRE', KEYS[5], 120) end
+return 1`;
+
+/** Gives back an open hold's amount: held, and leased too when the hold is a credit lease. */
+const GIVE_BACK = `
+local function giveBack(acct, amount, lease)
+  redis.call('HINCRBY', acct, 'held', 0 - amount)
+  if lease then redis.call('HINCRBY', acct, 'leased', 0 - amount) end
+end
+`;
+
+/**
+ * Opens or grows a credit lease (KEYS: acct, lease hold, holds). ARGV: want, minimum,
+ * headroom, credit check, period, now, ttl (s), lease (ms), owner, lease id (encoded).
+ * Returns {granted, total, gone}.
+ */
+const LEASE = GIVE_BACK + `
+local now = tonumber(ARGV[6])
+local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'deadline', 'gen')
+local total = tonumber(h[2] or '0')
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'cap', 'spent:' .. ARGV[5], 'lease_gen')
+local gen = a[5] or '0'
+if h[1] == 'held' and (h[4] or '0') ~= gen then
+  -- Stale: the cap or the balance changed since it was granted. Given back now.
+  giveBack(KEYS[1], total, true)
+  redis.call('HSET', KEYS[2], 'state', 'released')
+  redis.call('ZREM', KEYS[3], ARGV[10])
+  return {0, 0, 1}
+end
+if h[1] and (h[1] ~= 'held' or tonumber(h[3]) <= now) then
+  if h[1] ~= 'held' then total = 0 end
+  return {0, total, 1}
+end
+local headroom = tonumber(ARGV[3])
+local held = tonumber(a[2] or '0')
+local grant = tonumber(ARGV[1])
+if ARGV[4] == '1' then
+  local room = math.floor((tonumber(a[1] or '0') - held) / headroom)
+  if room < grant then grant = room end
+end
+if a[3] then
+  local room = math.floor((tonumber(a[3]) - tonumber(a[4] or '0') - held) / headroom)
+  if room < grant then grant = room end
+end
+if grant < tonumber(ARGV[2]) then return {0, total, 0} end
+local ttl = tonumber(ARGV[7]) * 1000
+local deadline = now + ttl
+if h[1] then deadline = tonumber(h[3]) end
+local expires = now + tonumber(ARGV[8])
+if expires > deadline then expires = deadline end
+redis.call('HINCRBY', KEYS[1], 'held', grant)
+redis.call('HINCRBY', KEYS[1], 'leased', grant)
+if h[1] then
+  redis.call('HSET', KEYS[2], 'amount', total + grant, 'expires', expires)
+else
+  redis.call('HSET', KEYS[2], 'amount', grant, 'state', 'held', 'expires', expires, 'deadline', deadline, 'period', ARGV[5],
+    'key_id', '', 'owner', ARGV[9], 'lease', '1', 'gen', gen)
+  redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
+end
+redis.call('ZADD', KEYS[3], expires, ARGV[10])
+return {grant, total + grant, 0}`;
+
+/**
+ * A request's hold out of an open lease (KEYS: lease hold, request hold, holds, acct).
+ * ARGV: amount, now, ttl (s), lease (ms), period, key id, owner, request id (encoded), lease id (encoded).
+ * Returns 1 moved, 2 the request id has a hold or tombstone, 0 no open lease that large
+ * (a stale lease, of an older generation, is given back then).
+ */
+const MOVE = GIVE_BACK + `
+if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
+local amount = tonumber(ARGV[1])
+local h = redis.call('HMGET', KEYS[1], 'state', 'amount', 'gen')
+if h[1] ~= 'held' then return 0 end
+if (h[3] or '0') ~= (redis.call('HGET', KEYS[4], 'lease_gen') or '0') then
+  giveBack(KEYS[4], tonumber(h[2]), true)
+  redis.call('HSET', KEYS[1], 'state', 'released')
+  redis.call('ZREM', KEYS[3], ARGV[9])
+  return 0
+end
+if tonumber(h[2]) < amount then return 0 end
+redis.call('HINCRBY', KEYS[1], 'amount', 0 - amount)
+redis.call('HINCRBY', KEYS[4], 'leased', 0 - amount)
+local now = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[3]) * 1000
+local deadline = now + ttl
+local expires = now + tonumber(ARGV[4])
+if expires > deadline then expires = deadline end
+redis.call('HSET', KEYS[2], 'amount', amount, 'state', 'held', 'expires', expires, 'deadline', deadline, 'period', ARGV[5],
+  'key_id', ARGV[6], 'owner', ARGV[7])
+redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
+redis.call('ZADD', KEYS[3], expires, ARGV[8])
 return 1`;
 
 /** Lua: the oldest stream id to keep, given a retention in ms (the server's clock). */
@@ -117,8 +215,8 @@ redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|cost', charged)
 redis.call('EXPIRE', KEYS[6], 34560000)
 return {1, charged, uncovered}`;
 
-const RELEASE = `
-local h = redis.call('HMGET', KEYS[2], 'state', 'amount')
+const RELEASE = GIVE_BACK + `
+local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'lease')
 if not h[1] then
   -- A tombstone: a reserve for this request that arrives late (sent before an
   -- outage, executed after it) finds the hold taken and changes nothing.
@@ -127,7 +225,7 @@ if not h[1] then
   return 0
 end
 if h[1] ~= 'held' then return 0 end
-redis.call('HINCRBY', KEYS[1], 'held', 0 - tonumber(h[2]))
+giveBack(KEYS[1], tonumber(h[2]), h[3])
 redis.call('HSET', KEYS[2], 'state', 'released')
 redis.call('ZREM', KEYS[3], ARGV[1])
 return 1`;
@@ -155,23 +253,23 @@ for i = 4, #ARGV do
 end
 return n`;
 
-const RELEASE_UNCLAIMED = `
-local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'claimed')
+const RELEASE_UNCLAIMED = GIVE_BACK + `
+local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'claimed', 'lease')
 if h[1] ~= 'held' or h[3] then return 0 end
-redis.call('HINCRBY', KEYS[1], 'held', 0 - tonumber(h[2]))
+giveBack(KEYS[1], tonumber(h[2]), h[4])
 redis.call('HSET', KEYS[2], 'state', 'released')
 redis.call('ZREM', KEYS[3], ARGV[1])
 return 1`;
 
 /** Hold keys are built from ARGV[2] .. member; they share the tenant's hash tag (same slot). */
-const REAP = `
+const REAP = GIVE_BACK + `
 local rids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 500)
 local n = 0
 for _, rid in ipairs(rids) do
   local hk = ARGV[2] .. rid
-  local h = redis.call('HMGET', hk, 'state', 'amount')
+  local h = redis.call('HMGET', hk, 'state', 'amount', 'lease')
   if h[1] == 'held' then
-    redis.call('HINCRBY', KEYS[1], 'held', 0 - tonumber(h[2]))
+    giveBack(KEYS[1], tonumber(h[2]), h[3])
     redis.call('HSET', hk, 'state', 'released')
     n = n + 1
   end
@@ -185,6 +283,7 @@ if prev then return 'R|' .. prev end
 local amount = tonumber(ARGV[1])
 local balance = tonumber(redis.call('HGET', KEYS[1], 'balance') or '0')
 if amount < 0 and balance + amount < 0 then return 'INSUFFICIENT' end
+if amount < 0 then redis.call('HINCRBY', KEYS[1], 'lease_gen', 1) end
 local after = redis.call('HINCRBY', KEYS[1], 'balance', amount)
 local t = 'grant'
 if amount < 0 then t = 'deduct' end
@@ -201,6 +300,8 @@ return 0`;
 
 type Scripts = {
   reserve: (...args: (string | number)[]) => Promise<number>;
+  lease: (...args: (string | number)[]) => Promise<[number, number, number]>;
+  move: (...args: (string | number)[]) => Promise<number>;
   release: (...args: (string | number)[]) => Promise<number>;
   reap: (...args: (string | number)[]) => Promise<number>;
   claim: (...args: (string | number)[]) => Promise<number>;
@@ -212,6 +313,8 @@ type Scripts = {
 function defineScripts(client: RedisClient): Scripts {
   const define = (name: string, numberOfKeys: number, lua: string) => client.defineCommand(`svc_${name}`, { numberOfKeys, lua });
   define('reserve', 5, RESERVE);
+  define('lease', 3, LEASE);
+  define('move', 4, MOVE);
   define('settle', 6, SETTLE);
   define('release', 3, RELEASE);
   define('reap', 2, REAP);
@@ -223,6 +326,8 @@ function defineScripts(client: RedisClient): Scripts {
   const c = client as unknown as Record<string, (...args: (string | number)[]) => Promise<unknown>>;
   return {
     reserve: (...a) => c.svc_reserve!(...a) as Promise<number>,
+    lease: (...a) => c.svc_lease!(...a) as Promise<[number, number, number]>,
+    move: (...a) => c.svc_move!(...a) as Promise<number>,
     release: (...a) => c.svc_release!(...a) as Promise<number>,
     reap: (...a) => c.svc_reap!(...a) as Promise<number>,
     claim: (...a) => c.svc_claim!(...a) as Promise<number>,
@@ -373,6 +478,34 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       return { ok: false, reason: r === -1 ? 'insufficient_credit' : r === -2 ? 'spend_cap_exceeded' : 'rate_limit_exceeded' };
     },
 
+    async extendLease(raw: LeaseInput): Promise<LeaseOutcome> {
+      const input = checkLease(raw);
+      const t = input.tenantId;
+      await indexHolder(t, input.now, input.holdTtlSeconds);
+      const [granted, total, gone] = await redis(() =>
+        scripts.lease(
+          k.acct(t), k.hold(t, input.leaseId), k.holds(t),
+          input.amount, input.minimum, input.headroom, input.creditCheck ? '1' : '0', input.period, input.now, input.holdTtlSeconds,
+          Math.floor(input.leaseSeconds * 1000), input.owner, enc(input.leaseId),
+        ),
+      );
+      return { granted: Number(granted), total: Number(total), gone: gone === 1 };
+    },
+
+    async moveFromLease(raw: MoveInput): Promise<MoveOutcome> {
+      const input = checkMove(raw);
+      const t = input.tenantId;
+      await indexHolder(t, input.now, input.holdTtlSeconds);
+      const r = await redis(() =>
+        scripts.move(
+          k.hold(t, input.leaseId), k.hold(t, input.requestId), k.holds(t), k.acct(t),
+          input.amount, input.now, input.holdTtlSeconds, Math.floor(input.leaseSeconds * 1000), input.period, input.keyId ?? '',
+          input.owner, enc(input.requestId), enc(input.leaseId),
+        ),
+      );
+      return r === 1 ? 'moved' : r === 2 ? 'exists' : 'no_lease';
+    },
+
     async settle(raw: SettleInput): Promise<SettleOutcome> {
       const input = checkSettle(raw);
       const t = input.tenantId;
@@ -396,7 +529,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     async claim(tenantId, requestId, owner) {
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(requestId, 'requestId');
-      await redis(() => scripts.claim(k.hold(tenantId, requestId), owner ?? ''));
+      return (await redis(() => scripts.claim(k.hold(tenantId, requestId), owner ?? ''))) === 1;
     },
 
     async renewLeases(tenantId, requestIds, now, leaseSeconds) {
@@ -438,8 +571,8 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     async account(tenantId, period): Promise<AccountState> {
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(period, 'period');
-      const [balance, held, cap, spent] = await redis(() => client.hmget(k.acct(tenantId), 'balance', 'held', 'cap', `spent:${period}`));
-      return { balance: num(balance), held: num(held), cap: cap === null ? null : Number(cap), spent: num(spent) };
+      const [balance, held, leased, cap, spent] = await redis(() => client.hmget(k.acct(tenantId), 'balance', 'held', 'leased', 'cap', `spent:${period}`));
+      return { balance: num(balance), held: num(held) - num(leased), leased: num(leased), cap: cap === null ? null : Number(cap), spent: num(spent) };
     },
 
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
@@ -457,11 +590,13 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
 
     async setCap(tenantId, cap) {
       nonEmpty(tenantId, 'tenantId');
-      if (cap === null) await redis(() => client.hdel(k.acct(tenantId), 'cap'));
-      else {
-        nonNegativeInteger(cap, 'cap');
-        await redis(() => client.hset(k.acct(tenantId), 'cap', cap));
-      }
+      if (cap !== null) nonNegativeInteger(cap, 'cap');
+      // The tenant's credit leases were granted under the old cap: they go stale with it (one transaction, one slot).
+      const tx = client.multi();
+      if (cap === null) tx.hdel(k.acct(tenantId), 'cap');
+      else tx.hset(k.acct(tenantId), 'cap', cap);
+      tx.hincrby(k.acct(tenantId), 'lease_gen', 1);
+      await redis(() => tx.exec());
     },
 
     async ledger(tenantId, limit, before) {

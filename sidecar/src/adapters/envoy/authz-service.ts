@@ -172,7 +172,7 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
             headersToRemove = ['x-api-key'];
           }
           const metadata: Record<string, string> | undefined = fields
-            ? { ...fields, ...(outcome.inference ? { held: String(outcome.inference.held) } : {}) }
+            ? { ...fields, ...(outcome.inference ? { held: String(outcome.inference.held), ...(outcome.inference.leased ? { leased: '1' } : {}) } : {}) }
             : undefined;
           callback(null, {
             status: OK_STATUS,

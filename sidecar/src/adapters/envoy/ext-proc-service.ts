@@ -1,7 +1,7 @@
 import { status, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Exchange, type Action, type ExchangeDeps, type ExchangeSummary } from '../../domain/exchange.js';
-import { Errors } from '../../domain/errors.js';
+import { Errors, type GatewayError } from '../../domain/errors.js';
 import type {
   CommonResponse,
   ExternalProcessorServer,
@@ -78,8 +78,13 @@ export interface ExtProcDeps {
   /** What exchanges need, or where to read it per exchange (it changes on a configuration reload). */
   readonly exchange: ExchangeDeps | (() => ExchangeDeps);
   readonly log: Logger;
-  /** The request's hold is now this exchange's to settle or release. */
-  readonly claim: (tenantId: string, requestId: string) => void;
+  /**
+   * The request's hold is now this exchange's to settle or release. A hold moved out of a
+   * credit lease (`leased`) comes with its confirmation: the request goes on to the
+   * provider only once it resolves null; otherwise it is refused with the error it
+   * resolves to. null: nothing to wait for.
+   */
+  readonly claim: (tenantId: string, requestId: string, leased: boolean) => Promise<GatewayError | null> | null;
   /** A streamed response silent this long ends with an error event (below Envoy's idle timeout). */
   readonly streamStallMs: number;
   /** Called once per exchange when it ends (the log line and the settlement). */
@@ -242,10 +247,13 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           const wasStarted = exchange.started;
           const res = handle(exchange, req);
           const hold = !wasStarted && exchange.started ? exchange.hold : null;
-          if (hold) deps.claim(hold.tenantId, hold.requestId);
-          // Only a lone request-headers message (GET /usage) is answered asynchronously.
+          const confirmed = hold ? deps.claim(hold.tenantId, hold.requestId, hold.leased) : null;
+          // Only a lone request-headers message (GET /usage) is answered asynchronously,
+          // and a body admitted from a credit lease once the store has confirmed its hold.
           if (res instanceof Promise) res.then((r) => guarded(() => send(req, r)), fail);
-          else send(req, res);
+          else if (confirmed && !res.immediateResponse) {
+            confirmed.then((refusal) => guarded(() => send(req, refusal ? toResponse('requestBody', exchange.holdUnconfirmed(refusal)) : res)), fail);
+          } else send(req, res);
           if (req.responseHeaders || req.responseBody) watch();
         }),
       );
@@ -287,7 +295,7 @@ function accessLogFields(s: ExchangeSummary): Record<string, string | number> {
 function gateDecision(req: ProcessingRequest) {
   const md = req.metadataContext?.filterMetadata[AUTHZ_NAMESPACE];
   const held = md?.held;
-  return { principal: principalFromMetadata(md), held: typeof held === 'string' && held !== '' ? Number(held) : null };
+  return { principal: principalFromMetadata(md), held: typeof held === 'string' && held !== '' ? Number(held) : null, leased: md?.leased === '1' };
 }
 
 /** Request attributes Envoy sends with the first message when request headers are not sent. */

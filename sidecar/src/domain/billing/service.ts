@@ -1,6 +1,6 @@
 import type { Config, Price } from '../../config/schema.js';
 import { StoreUnavailableError } from '../../store/contract.js';
-import type { Ledger, SettleInput } from '../../store/ledger-contract.js';
+import type { Ledger, MoveOutcome, ReserveOutcome, SettleInput } from '../../store/ledger-contract.js';
 import type { Principal } from '../auth/principal.js';
 import type { ResolvedAlias } from '../catalog.js';
 import { Errors, gatewayError, type GatewayError } from '../errors.js';
@@ -9,6 +9,7 @@ import type { Usage } from '../usage.js';
 import type { SettlementJournal, PendingOp } from './journal.js';
 import { costOf, dayOf, minuteOf, periodOf, worstCase, type WorstCase } from './pricing.js';
 import { capRefusal } from './cap-refusal.js';
+import { CreditLeases } from './credit-leases.js';
 
 /**
  * The money path of one request: before the provider is called, one atomic
@@ -23,6 +24,8 @@ export interface BillingEvents {
   failed(what: string, err: unknown): void;
   /** A hold this process placed (not a replay of one already placed). */
   holdOpened?(amount: number): void;
+  /** How an admitted request got its hold: moved out of a credit lease, or placed directly. */
+  admitted?(via: 'lease' | 'direct'): void;
   /** A hold nobody claimed, released after the grace period. */
   unclaimedReleased?(amount: number): void;
   /**
@@ -35,6 +38,12 @@ export interface BillingEvents {
 
 export interface Admitted {
   readonly held: number;
+  /**
+   * The hold was moved out of this tenant's credit lease without waiting for the
+   * store: the response processing must see it confirmed (Billing.confirmation)
+   * before the request goes on to the provider.
+   */
+  readonly leased: boolean;
 }
 
 export type AdmitResult = { ok: true; admitted: Admitted } | { ok: false; error: GatewayError; retryAfter?: number };
@@ -65,6 +74,10 @@ export class Billing {
   private readonly live = new Map<string, string>();
   /** Settlements and releases under way (a stop waits for them). */
   private readonly finishing = new Set<Promise<void>>();
+  /** Holds admitted from a lease, until the response processing takes their confirmation. */
+  private readonly confirming = new Map<string, Promise<GatewayError | null>>();
+  /** Credit set aside per busy tenant, admitted against without a store round trip (billing.creditLease). */
+  private readonly leases: CreditLeases;
 
   constructor(
     private readonly ledger: Ledger,
@@ -76,6 +89,13 @@ export class Billing {
     private readonly owner: string = 'local',
   ) {
     this.prices = cfg.prices;
+    this.leases = new CreditLeases(
+      ledger,
+      () => ({ lease: this.cfg.creditLease, creditCheck: this.cfg.creditCheck, holdTtlSeconds: this.cfg.holdTtlSeconds, holdLeaseSeconds: this.cfg.holdLeaseSeconds }),
+      owner,
+      now,
+      { failed: (what, err) => events.failed(what, err) },
+    );
   }
 
   /**
@@ -97,15 +117,82 @@ export class Billing {
     return p;
   }
 
-  /** The 402 / 429 prechecks: one atomic hold of the worst case. */
+  /**
+   * The 402 / 429 prechecks: one atomic hold of the worst case, moved out of this
+   * tenant's credit lease when it has room (no store round trip), placed directly otherwise.
+   */
   async admit(principal: Principal, ctx: InferenceContext, requestId: string): Promise<AdmitResult> {
     const now = this.now();
     const worst = worstCase(this.priceOf(ctx), ctx, ctx.promptBytes, ctx.messageCount);
     const rl = this.cfg.rateLimits;
     const limited = rl.requestsPerMinute !== null || rl.tokensPerMinute !== null;
-    let outcome;
+    const leasing = this.cfg.creditLease.enabled && !limited;
+    const tenantId = principal.tenantId;
+    const moved = leasing ? this.leases.take(tenantId, requestId, principal.keyId, worst.cost, periodOf(now)) : null;
+    if (moved) {
+      this.confirming.set(requestId, moved.then((outcome) => this.confirmMove(outcome, principal, ctx, requestId, worst, now)));
+      this.opened(tenantId, requestId, worst.cost);
+      this.events.admitted?.('lease');
+      return { ok: true, admitted: { held: worst.cost, leased: true } };
+    }
+    let outcome = await this.reserve(principal, requestId, worst, limited, now);
+    if (outcome === null) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
+    if (!outcome.ok && outcome.reason !== 'rate_limit_exceeded' && this.leases.holds(tenantId)) {
+      // This instance's own lease may be what stands in the way: give it back and ask once more.
+      await this.leases.retire(tenantId);
+      outcome = await this.reserve(principal, requestId, worst, limited, now);
+      if (outcome === null) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
+    }
+    if (outcome.ok) {
+      if (!outcome.replay) {
+        this.opened(tenantId, requestId, worst.cost);
+        this.events.admitted?.('direct');
+        if (leasing) this.leases.grow(tenantId, worst.cost, periodOf(now));
+      }
+      return { ok: true, admitted: { held: worst.cost, leased: false } };
+    }
+    switch (outcome.reason) {
+      case 'insufficient_credit':
+        return { ok: false, error: this.insufficient() };
+      case 'spend_cap_exceeded':
+        return { ok: false, error: await this.capAnswer(tenantId, ctx, worst, now) };
+      case 'rate_limit_exceeded':
+        return { ok: false, error: gatewayError(Errors.rateLimitExceeded), retryAfter: 60 - Math.floor((now % 60_000) / 1000) };
+    }
+  }
+
+  /**
+   * What a lease admission's move came to. The lease was gone (released, reaped, or stale
+   * after a cap change or a deduct): the request is held directly instead, so it gets the
+   * answer a direct hold gives (a refusal then comes from the response processing, the
+   * one case where it does not come from ext_authz). The store could not say, or the
+   * request id was taken: 503, the money path fails closed.
+   */
+  private async confirmMove(outcome: MoveOutcome | 'failed', principal: Principal, ctx: InferenceContext, requestId: string, worst: WorstCase, now: number): Promise<GatewayError | null> {
+    if (outcome === 'moved') return null;
+    if (outcome !== 'no_lease') return gatewayError(Errors.creditsUnavailable);
+    const direct = await this.reserve(principal, requestId, worst, false, now);
+    if (direct === null) return gatewayError(Errors.creditsUnavailable);
+    if (direct.ok) return null;
+    return direct.reason === 'insufficient_credit' ? this.insufficient() : direct.reason === 'spend_cap_exceeded' ? this.capAnswer(principal.tenantId, ctx, worst, now) : gatewayError(Errors.rateLimitExceeded);
+  }
+
+  private insufficient(): GatewayError {
+    return gatewayError(Errors.insufficientCredit, { message: `The credit balance does not cover this request. Top up at ${this.cfg.topUpUrl}` });
+  }
+
+  /** A hold this process placed: kept alive until settled, released if no response processing claims it. */
+  private opened(tenantId: string, requestId: string, amount: number): void {
+    this.live.set(requestId, tenantId);
+    this.events.holdOpened?.(amount);
+    this.releaseIfNeverClaimed(tenantId, requestId, amount);
+  }
+
+  /** One direct hold in the store; null: the store could not be reached (refuse, 503). */
+  private async reserve(principal: Principal, requestId: string, worst: WorstCase, limited: boolean, now: number): Promise<ReserveOutcome | null> {
+    const rl = this.cfg.rateLimits;
     try {
-      outcome = await this.ledger.reserve({
+      return await this.ledger.reserve({
         tenantId: principal.tenantId,
         requestId,
         keyId: principal.keyId,
@@ -131,30 +218,9 @@ export class Billing {
         // The hold may still be written (a command sent before an outage can run after it):
         // journal its release, so a refused request never keeps credit held.
         this.journalOnly({ op: 'release', tenantId: principal.tenantId, requestId });
-        return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
+        return null;
       }
       throw err;
-    }
-    if (outcome.ok) {
-      if (!outcome.replay) {
-        this.live.set(requestId, principal.tenantId);
-        this.events.holdOpened?.(worst.cost);
-        this.releaseIfNeverClaimed(principal.tenantId, requestId, worst.cost);
-      }
-      return { ok: true, admitted: { held: worst.cost } };
-    }
-    switch (outcome.reason) {
-      case 'insufficient_credit':
-        return {
-          ok: false,
-          error: gatewayError(Errors.insufficientCredit, {
-            message: `The credit balance does not cover this request. Top up at ${this.cfg.topUpUrl}`,
-          }),
-        };
-      case 'spend_cap_exceeded':
-        return { ok: false, error: await this.capAnswer(principal.tenantId, ctx, worst, now) };
-      case 'rate_limit_exceeded':
-        return { ok: false, error: gatewayError(Errors.rateLimitExceeded), retryAfter: 60 - Math.floor((now % 60_000) / 1000) };
     }
   }
 
@@ -164,7 +230,7 @@ export class Billing {
     try {
       const a = await this.ledger.account(tenantId, periodOf(now));
       if (a.cap === null) return gatewayError(Errors.spendCapExceeded); // cleared since: the plain answer
-      remaining = a.cap - a.spent - a.held;
+      remaining = a.cap - a.spent - a.held - a.leased; // what the hold script counts
     } catch {
       return gatewayError(Errors.spendCapExceeded); // the refusal stands; only the detail is missing
     }
@@ -190,6 +256,7 @@ export class Billing {
     if (!u) return Promise.resolve();
     clearTimeout(u.timer);
     this.unclaimed.delete(requestId);
+    this.confirming.delete(requestId);
     this.events.unclaimedReleased?.(u.amount);
     // Claimed elsewhere (another instance's ext_proc), that instance keeps the lease from now on.
     this.live.delete(requestId);
@@ -214,9 +281,11 @@ export class Billing {
   /**
    * The response processing has taken this request over (it will settle or release it).
    * Returns false when another process placed the hold (its holdOpened fired there,
-   * and its unclaimedReleased fires there after the grace period).
+   * and its unclaimedReleased fires there after the grace period). `leased`: the gate
+   * admitted it from a credit lease; when that was another process, whether the store
+   * has its hold is the answer of this claim (see confirmation).
    */
-  claim(tenantId: string, requestId: string): boolean {
+  claim(tenantId: string, requestId: string, leased = false): boolean {
     const local = this.unclaimed.get(requestId);
     if (local) {
       clearTimeout(local.timer);
@@ -224,12 +293,31 @@ export class Billing {
       return true;
     }
     this.live.set(requestId, tenantId);
-    this.ledger.claim(tenantId, requestId, this.owner).catch((err: unknown) => this.events.failed('claim', err));
+    const claimed = this.ledger.claim(tenantId, requestId, this.owner);
+    claimed.catch((err: unknown) => this.events.failed('claim', err));
+    if (leased) {
+      const unavailable = gatewayError(Errors.creditsUnavailable);
+      this.confirming.set(requestId, claimed.then((open) => (open ? null : unavailable), () => unavailable));
+    }
     return false;
+  }
+
+  /**
+   * For a hold admitted from a credit lease, once claimed: resolves null when the store
+   * has the request's open hold, or the refusal to answer instead (503 credits_unavailable
+   * when it does not or cannot say: the money path fails closed). null: a hold placed
+   * directly, known to be in the store already.
+   */
+  confirmation(requestId: string): Promise<GatewayError | null> | null {
+    const c = this.confirming.get(requestId);
+    if (!c) return null;
+    this.confirming.delete(requestId);
+    return c;
   }
 
   /** Settles or releases; never throws (a failed write is journaled and retried). */
   finish(f: Finished): Promise<void> {
+    this.confirming.delete(f.requestId);
     const done = this.settleOrRelease(f).finally(() => {
       this.live.delete(f.requestId);
       this.finishing.delete(done);
@@ -253,6 +341,16 @@ export class Billing {
     await Promise.all([...this.unclaimed.keys()].map((rid) => this.releaseUnclaimed(rid)));
   }
 
+  /** A stop: no credit lease is opened again, and every lease is given back to the tenants' available balance. */
+  stopLeasing(): Promise<void> {
+    return this.leases.stop();
+  }
+
+  /** Micro-units this process has set aside in credit leases and not yet moved into request holds. */
+  get leased(): number {
+    return this.leases.leased;
+  }
+
   /**
    * Renews the lease of every hold this process keeps alive (one script per
    * tenant). A renewal that fails (the store is down) is tried again next time;
@@ -274,6 +372,7 @@ export class Billing {
         this.events.failed('renew', err);
       }
     }
+    await this.leases.renew();
     return n;
   }
 
