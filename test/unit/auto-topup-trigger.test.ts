@@ -57,4 +57,21 @@ describe.each(stores)('%s trigger', (_kind, store) => {
       await ledger.close();
     }
   });
+
+  it('credit set aside in a credit lease does not count as spent: only requests\' holds lower the available balance', async () => {
+    const { ledger, trigger, tenant } = setup();
+    try {
+      await ledger.adjustBalance(tenant, 1_000, 'open', '', Date.now());
+      await trigger.arm(tenant, 800);
+      const lease = { tenantId: tenant, leaseId: 'lease_t', amount: 250, minimum: 1, headroom: 1, creditCheck: true, period: '2026-11', holdTtlSeconds: 60, leaseSeconds: 15, owner: 'i', now: Date.now() };
+      expect((await ledger.extendLease(lease)).granted).toBe(250);
+      expect(await trigger.check(tenant)).toBe(false); // 1000 available as the customer sees it
+      // A request's hold moved out of the lease does lower it: 1000 - 250 < 800.
+      await ledger.moveFromLease({ tenantId: tenant, leaseId: 'lease_t', requestId: 'req_1', keyId: null, amount: 250, period: '2026-11', holdTtlSeconds: 60, leaseSeconds: 15, owner: 'i', now: Date.now() });
+      expect(await trigger.check(tenant)).toBe(true);
+    } finally {
+      await trigger.close();
+      await ledger.close();
+    }
+  });
 });

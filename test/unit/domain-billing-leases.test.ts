@@ -180,6 +180,118 @@ describe('Billing with credit leases', () => {
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold * 3, leased: 0 });
   });
 
+  it('a direct hold says so (not leased); it leaves an open lease alone; a refusal without a lease asks the store once', async () => {
+    const { ledger, calls } = countingLedger();
+    await ledger.adjustBalance('ten_1', 100_000_000, 'g', 'grant', Date.now());
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    expect(await billing.admit(principal, ctxOf(), 'req-0')).toMatchObject({ ok: true, admitted: { held: holdOf(), leased: false } });
+    await sleep(5);
+    const leased = billing.leased;
+    expect(leased).toBe(holdOf() * 8);
+    // Too big for the lease: held directly; the lease stays as it was.
+    expect(await billing.admit(principal, ctxOf(30_000), 'req-big')).toMatchObject({ ok: true, admitted: { leased: false } });
+    await sleep(5);
+    expect(billing.leased).toBeGreaterThanOrEqual(leased);
+    expect(calls.release ?? 0).toBe(0);
+    // Another tenant with no credit and no lease: one reserve, refused.
+    const before = calls.reserve ?? 0;
+    const r = await billing.admit({ ...principal, tenantId: 'ten_poor' }, ctxOf(), 'req-poor');
+    expect(r.ok).toBe(false);
+    expect(calls.reserve).toBe(before + 1);
+  });
+
+  it('a rate-limit refusal never costs the lease (reloaded with limits while one is open)', async () => {
+    const { ledger } = countingLedger();
+    await ledger.adjustBalance('ten_1', 100_000_000, 'g', 'grant', Date.now());
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
+    await sleep(5);
+    const leased = billing.leased;
+    expect(leased).toBeGreaterThan(0);
+    const limited = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 0.2 }, rateLimits: { requestsPerMinute: 1 } });
+    billing.reconfigure(limited.billing, catalog.all());
+    expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true);
+    const r = await billing.admit(principal, ctxOf(), 'req-2');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.entry.code).toBe('rate_limit_exceeded');
+    expect(billing.leased).toBe(leased);
+  });
+
+  it('the store failing while a refused admission asks again (its own lease given back): 503', async () => {
+    const { ledger, fail } = countingLedger();
+    const hold = holdOf();
+    await ledger.adjustBalance('ten_1', holdOf(4000) + hold, 'g', 'grant', Date.now());
+    const inner = ledger.reserve.bind(ledger);
+    let reserves = 0;
+    const flaky = new Proxy(ledger, {
+      get(target, prop, receiver) {
+        if (prop === 'reserve') {
+          return (input: Parameters<Ledger['reserve']>[0]) => {
+            reserves += 1;
+            if (reserves === 3) fail.add('reserve');
+            return inner(input).finally(() => fail.delete('reserve'));
+          };
+        }
+        return Reflect.get(target, prop, receiver) as unknown;
+      },
+    }) as Ledger;
+    const billing = new Billing(flaky, cfg.billing, journal(), quiet);
+    expect((await billing.admit(principal, ctxOf(), 'req-small')).ok).toBe(true); // reserve 1
+    await sleep(5);
+    const r = await billing.admit(principal, ctxOf(4000), 'req-big'); // reserve 2 refused, 3 fails
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.entry.code).toBe('credits_unavailable');
+  });
+
+  it("a lease admission whose lease went stale: the direct hold's refusal is the answer (cap reached: 429; the store down: 503)", async () => {
+    const { ledger, fail } = countingLedger();
+    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
+    await sleep(5);
+    await ledger.setCap('ten_1', holdOf()); // only req-0's hold fits
+    expect(await billing.admit(principal, ctxOf(), 'req-1')).toMatchObject({ ok: true, admitted: { leased: true } });
+    billing.claim('ten_1', 'req-1', true);
+    expect((await billing.confirmation('req-1'))?.entry.code).toBe('spend_cap_exceeded');
+
+    await ledger.setCap('ten_1', null);
+    expect((await billing.admit(principal, ctxOf(), 'req-2')).ok).toBe(true);
+    await sleep(5);
+    await ledger.setCap('ten_1', 1_000_000_000);
+    fail.add('reserve');
+    expect(await billing.admit(principal, ctxOf(), 'req-3')).toMatchObject({ ok: true, admitted: { leased: true } });
+    billing.claim('ten_1', 'req-3', true);
+    expect((await billing.confirmation('req-3'))?.entry.code).toBe('credits_unavailable');
+  });
+
+  it("the cap's answer counts another instance's lease: what remains is cap - spent - held - leased", async () => {
+    const { ledger } = countingLedger();
+    await ledger.adjustBalance('ten_1', 1_000_000_000, 'g', 'grant', Date.now());
+    const a = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a');
+    const b = new Billing(ledger, configWith({ creditLease: { enabled: false } }).billing, journal(), quiet, Date.now, 'inst-b');
+    expect((await a.admit(principal, ctxOf(), 'req-a')).ok).toBe(true);
+    await sleep(5);
+    const acct = await ledger.account('ten_1', PERIOD);
+    expect(acct.leased).toBeGreaterThan(0);
+    await ledger.setCap('ten_1', acct.held + acct.leased + 7); // set before A's lease goes stale: it still counts until given back
+    const r = await b.admit(principal, ctxOf(100), 'req-b');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.message).toContain('Only 7 micro-units');
+  });
+
+  it('claims across processes: a direct hold needs no confirmation; a claim the store cannot answer is a 503', async () => {
+    const { ledger, fail } = countingLedger();
+    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const authzSide = new Billing(ledger, configWith({ creditLease: { enabled: false } }).billing, journal(), quiet, Date.now, 'inst-a');
+    const procSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-b');
+    expect((await authzSide.admit(principal, ctxOf(), 'req-d')).ok).toBe(true);
+    expect(procSide.claim('ten_1', 'req-d')).toBe(false);
+    expect(procSide.confirmation('req-d')).toBeNull();
+    fail.add('claim');
+    expect(procSide.claim('ten_1', 'req-x', true)).toBe(false);
+    expect((await procSide.confirmation('req-x'))?.entry.code).toBe('credits_unavailable');
+  });
+
   it('with rate limits on, every request is held directly (the per-minute counters count each one)', async () => {
     const { ledger, calls } = countingLedger();
     await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());

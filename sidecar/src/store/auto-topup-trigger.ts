@@ -30,8 +30,9 @@ export interface AutoTopupTrigger {
 const CHECK = `
 local t = redis.call('HMGET', KEYS[2], 'threshold', 'armed')
 if not t[1] then return 0 end
-local a = redis.call('HMGET', KEYS[1], 'balance', 'held')
-local available = tonumber(a[1] or '0') - tonumber(a[2] or '0')
+-- Credit set aside in instances' credit leases is not held by a request: available as the customer sees it.
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'leased')
+local available = tonumber(a[1] or '0') - tonumber(a[2] or '0') + tonumber(a[3] or '0')
 if available >= tonumber(t[1]) then
   if t[2] ~= '1' then redis.call('HSET', KEYS[2], 'armed', '1') end
   return 0

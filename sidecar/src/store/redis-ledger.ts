@@ -596,7 +596,9 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       if (cap === null) tx.hdel(k.acct(tenantId), 'cap');
       else tx.hset(k.acct(tenantId), 'cap', cap);
       tx.hincrby(k.acct(tenantId), 'lease_gen', 1);
-      await redis(() => tx.exec());
+      const results = await redis(() => tx.exec());
+      if (!results) throw new StoreUnavailableError(new Error('transaction discarded'));
+      for (const [err] of results) if (err) throw toStoreError(err);
     },
 
     async ledger(tenantId, limit, before) {
