@@ -57,6 +57,9 @@ function adminToken(env: NodeJS.ProcessEnv): string {
   return token;
 }
 
+/** Broadcast topic: give back your credit lease of this tenant (its message is the tenant id). */
+const LEASE_RECALL_TOPIC = 'leases:recall';
+
 export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process.env) {
   const log = createLogger(cfg.log.level, `${cfg.brand}-sidecar`);
   const metrics = new GatewayMetrics(buildInfo(env));
@@ -97,9 +100,14 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     },
     Date.now,
     instance,
+    // A direct hold refused while other instances lease the tenant's credit asks them for it back.
+    { recall: (tenantId) => broadcast.publish(LEASE_RECALL_TOPIC, tenantId) },
   );
   billing.reconfigure(cfg.billing, settings.current.catalog.all());
   metrics.watchLeased(() => billing.leased);
+  broadcast.subscribe(LEASE_RECALL_TOPIC, (tenantId) => {
+    if (tenantId) void billing.recallReceived(tenantId);
+  });
   const lifecycle = new Lifecycle();
   const live = new LiveExchanges();
   const admissions = new AdmissionCache();

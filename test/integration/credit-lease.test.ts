@@ -88,3 +88,31 @@ describe('credit leases', () => {
     expect((await gw.admin.account(tenant)).spent).toBeLessThanOrEqual(cap);
   });
 });
+
+describe('credit leases across instances (two gateways on one Redis)', () => {
+  let second: TestGateway;
+  beforeAll(async () => {
+    second = await startGateway({ store: 'redis', redisUrl: gw.redis!.url, billing: true, config: { billing: { creditCheck: true } } });
+  }, 120_000);
+  afterAll(async () => {
+    await second?.stop();
+  });
+
+  it("a request that needs the credit another instance leases: that lease is recalled (Redis pub/sub) and the request is served", async () => {
+    const small = chat('small');
+    const big = { model: 'svc-quick', max_tokens: 4000, messages: [{ role: 'user', content: 'big' }] };
+    const hold = holdMoney(gw.config, small);
+    const bigHold = holdMoney(gw.config, big);
+    const { tenant, key } = await newTenant(bigHold + 3 * hold);
+    expect((await post(`${gw.base}/chat/completions`, small, key)).status).toBe(200);
+    for (let i = 0; i < 50 && (await gw.admin.account(tenant)).leased === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    const a = await gw.admin.account(tenant);
+    expect(a.leased).toBeGreaterThan(0);
+    expect(a.balance - a.held - a.leased).toBeLessThan(bigHold); // the lease is in the way
+    const r = await post(`${second.base}/chat/completions`, big, key);
+    expect(r.status).toBe(200);
+    const b = await untilNothingHeld(gw.admin, tenant, 10_000);
+    expect(reconciles(b)).toMatchObject({ ok: true });
+  });
+});
+

@@ -292,6 +292,43 @@ describe('Billing with credit leases', () => {
     expect((await procSide.confirmation('req-x'))?.entry.code).toBe('credits_unavailable');
   });
 
+  it("another instance's lease in the way: it is recalled, and the request is held once it went back; without a recall it would be refused", async () => {
+    const run = async (deliver: boolean) => {
+      const { ledger } = countingLedger();
+      const hold = holdOf();
+      const big = holdOf(4000);
+      await ledger.adjustBalance('ten_1', big + hold * 2, 'g', 'grant', Date.now());
+      const recalls: string[] = [];
+      const instances: Billing[] = [];
+      const peers = { recall: async (t: string) => { recalls.push(t); if (deliver) for (const b of instances) void b.recallReceived(t); } };
+      const a = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a', peers);
+      const b = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-b', peers);
+      instances.push(a, b);
+      expect((await a.admit(principal, ctxOf(), 'req-a')).ok).toBe(true);
+      await sleep(5);
+      expect(a.leased).toBeGreaterThan(0);
+      const r = await b.admit(principal, ctxOf(4000), 'req-b');
+      return { r, recalls, a, ledger };
+    };
+    const recalled = await run(true);
+    expect(recalled.r.ok).toBe(true);
+    expect(recalled.recalls).toEqual(['ten_1']);
+    expect(recalled.a.leased).toBe(0);
+    const deaf = await run(false);
+    expect(deaf.r.ok).toBe(false);
+    if (!deaf.r.ok) expect(deaf.r.error.entry.code).toBe('insufficient_credit');
+    expect(deaf.recalls).toEqual(['ten_1']);
+  });
+
+  it('a refusal with no lease anywhere recalls nothing', async () => {
+    const { ledger } = countingLedger();
+    const recalls: string[] = [];
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a', { recall: async (t) => { recalls.push(t); } });
+    const r = await billing.admit(principal, ctxOf(), 'req-poor');
+    expect(r.ok).toBe(false);
+    expect(recalls).toEqual([]);
+  });
+
   it('with rate limits on, every request is held directly (the per-minute counters count each one)', async () => {
     const { ledger, calls } = countingLedger();
     await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());

@@ -36,6 +36,20 @@ export interface BillingEvents {
   operation?(op: PendingOp['op'], result: 'applied' | 'journaled' | 'retried' | 'failed'): void;
 }
 
+/**
+ * The other gateway instances, as far as credit leases go: `recall` asks every
+ * instance (this one included) to give its lease of a tenant back.
+ */
+export interface LeasePeers {
+  recall(tenantId: string): Promise<void>;
+}
+
+const NO_PEERS: LeasePeers = { recall: async () => {} };
+
+/** How long a refused admission waits for other instances to give their leases back before it asks again. */
+const RECALL_WAIT_MS = 50;
+const RECALL_POLL_MS = 5;
+
 export interface Admitted {
   readonly held: number;
   /**
@@ -87,6 +101,7 @@ export class Billing {
     private readonly now: () => number = Date.now,
     /** This instance, recorded with every hold it places or claims. */
     private readonly owner: string = 'local',
+    private readonly peers: LeasePeers = NO_PEERS,
   ) {
     this.prices = cfg.prices;
     this.leases = new CreditLeases(
@@ -143,6 +158,10 @@ export class Billing {
       outcome = await this.reserve(principal, requestId, worst, limited, now);
       if (outcome === null) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
     }
+    if (!outcome.ok && outcome.reason !== 'rate_limit_exceeded' && (await this.recallOthers(tenantId, now))) {
+      outcome = await this.reserve(principal, requestId, worst, limited, now);
+      if (outcome === null) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
+    }
     if (outcome.ok) {
       if (!outcome.replay) {
         this.opened(tenantId, requestId, worst.cost);
@@ -175,6 +194,32 @@ export class Billing {
     if (direct === null) return gatewayError(Errors.creditsUnavailable);
     if (direct.ok) return null;
     return direct.reason === 'insufficient_credit' ? this.insufficient() : direct.reason === 'spend_cap_exceeded' ? this.capAnswer(principal.tenantId, ctx, worst, now) : gatewayError(Errors.rateLimitExceeded);
+  }
+
+  /**
+   * A direct hold was refused while other instances hold credit leases of this tenant:
+   * they are asked to give them back (a broadcast), and this waits up to RECALL_WAIT_MS
+   * for the tenant's leased credit to fall. True when it fell (ask the store again).
+   */
+  private async recallOthers(tenantId: string, now: number): Promise<boolean> {
+    const leasedNow = async () => (await this.ledger.account(tenantId, periodOf(now))).leased;
+    try {
+      const before = await leasedNow();
+      if (before === 0) return false;
+      await this.peers.recall(tenantId);
+      for (let waited = 0; waited < RECALL_WAIT_MS; waited += RECALL_POLL_MS) {
+        await new Promise((r) => setTimeout(r, RECALL_POLL_MS));
+        if ((await leasedNow()) < before) return true;
+      }
+    } catch (err) {
+      this.events.failed('lease', err); // the refusal stands
+    }
+    return false;
+  }
+
+  /** Another instance asked for this tenant's credit lease back (a direct hold there was refused). */
+  recallReceived(tenantId: string): Promise<void> {
+    return this.leases.retire(tenantId);
   }
 
   private insufficient(): GatewayError {
