@@ -91,7 +91,11 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       failed: (what, err) =>
         log.warn(
           { op: what, err: (err as Error).name },
-          what === 'lease' ? 'credit lease operation failed; the lease admits no more and is given back' : 'ledger write failed; journaled for retry',
+          what === 'lease'
+            ? 'credit lease operation failed; the lease admits no more and is given back'
+            : what === 'recall'
+              ? "credit lease recall failed; the request's refusal stands"
+              : 'ledger write failed; journaled for retry',
         ),
       holdOpened: (amount) => metrics.holdOpened(amount),
       admitted: (via) => metrics.admitted(via),

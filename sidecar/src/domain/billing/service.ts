@@ -212,7 +212,7 @@ export class Billing {
         if ((await leasedNow()) < before) return true;
       }
     } catch (err) {
-      this.events.failed('lease', err); // the refusal stands
+      this.events.failed('recall', err); // the refusal stands
     }
     return false;
   }
