@@ -19,9 +19,10 @@ import type { Ledger, MoveOutcome } from '../../store/ledger-contract.js';
  * at most the room / `headroom` (other instances and direct holds keep the rest),
  * grown in the background when it runs low, renewed with the live holds, and
  * given back when the tenant is idle for `idleSeconds`, when it reaches half its
- * ttl, at a stop, and before a direct hold is refused for want of credit or cap
+ * ttl, at a stop, before a direct hold is refused for want of credit or cap
  * room (so one instance never refuses a request its own lease could have paid
- * for). If the store cannot be reached, the lease stops admitting: what was set
+ * for), and when another instance recalls it for the same reason (Billing's
+ * LeasePeers). If the store cannot be reached, the lease stops admitting: what was set
  * aside runs out with its lease and the reaper releases it.
  */
 export interface LeaseSettings {
