@@ -69,14 +69,25 @@ function countingLedger() {
 
 const settle = (b: Billing, requestId: string, ctx = ctxOf()) => b.finish({ principal, ctx, requestId, usage, startedAt: Date.now() });
 
+/** The counting ledger with `amount` granted to ten_1. */
+async function funded(amount = 10_000_000, now = Date.now()) {
+  const c = countingLedger();
+  await c.ledger.adjustBalance('ten_1', amount, 'g', 'grant', now);
+  return c;
+}
+
+/** req-0 admitted (held directly), and the lease it opens in the background given time to open. */
+async function firstRequest(billing: Billing): Promise<void> {
+  expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
+  await sleep(5);
+}
+
 describe('Billing with credit leases', () => {
   it('after the first request opens a lease, the next are admitted without a reserve, each with its own hold; the books are exact; idle gives it back', async () => {
-    const { ledger, calls } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls } = await funded(10_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     const hold = holdOf();
-    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    await sleep(5); // the lease opens in the background
+    await firstRequest(billing);
     expect(calls.extendLease).toBe(1);
     expect(billing.leased).toBe(hold * 8);
     const first = await billing.admit(principal, ctxOf(), 'req-0-again');
@@ -104,8 +115,7 @@ describe('Billing with credit leases', () => {
   });
 
   it('the lease grows in the background when it runs low, so a steady tenant keeps being admitted locally', async () => {
-    const { ledger, calls } = countingLedger();
-    await ledger.adjustBalance('ten_1', 100_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls } = await funded(100_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     for (let i = 0; i < 40; i++) {
       expect((await billing.admit(principal, ctxOf(), `req-${i}`)).ok).toBe(true);
@@ -145,12 +155,10 @@ describe('Billing with credit leases', () => {
   });
 
   it('a cap set or a deduct after the lease was granted makes it stale: the next admission from it is held directly and gets the direct answer', async () => {
-    const { ledger, calls } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls } = await funded(10_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     const hold = holdOf();
-    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    await sleep(5);
+    await firstRequest(billing);
     expect(billing.leased).toBeGreaterThan(0);
     // A cap with room for one more request besides req-0's hold.
     await ledger.setCap('ten_1', hold * 2);
@@ -181,8 +189,7 @@ describe('Billing with credit leases', () => {
   });
 
   it('a direct hold says so (not leased); it leaves an open lease alone; a refusal without a lease asks the store once', async () => {
-    const { ledger, calls } = countingLedger();
-    await ledger.adjustBalance('ten_1', 100_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls } = await funded(100_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     expect(await billing.admit(principal, ctxOf(), 'req-0')).toMatchObject({ ok: true, admitted: { held: holdOf(), leased: false } });
     await sleep(5);
@@ -201,11 +208,9 @@ describe('Billing with credit leases', () => {
   });
 
   it('a rate-limit refusal never costs the lease (reloaded with limits while one is open)', async () => {
-    const { ledger } = countingLedger();
-    await ledger.adjustBalance('ten_1', 100_000_000, 'g', 'grant', Date.now());
+    const { ledger } = await funded(100_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
-    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    await sleep(5);
+    await firstRequest(billing);
     const leased = billing.leased;
     expect(leased).toBeGreaterThan(0);
     const limited = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 0.2 }, rateLimits: { requestsPerMinute: 1 } });
@@ -244,11 +249,9 @@ describe('Billing with credit leases', () => {
   });
 
   it("a lease admission whose lease went stale: the direct hold's refusal is the answer (cap reached: 429; the store down: 503)", async () => {
-    const { ledger, fail } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, fail } = await funded(10_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
-    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    await sleep(5);
+    await firstRequest(billing);
     await ledger.setCap('ten_1', holdOf()); // only req-0's hold fits
     expect(await billing.admit(principal, ctxOf(), 'req-1')).toMatchObject({ ok: true, admitted: { leased: true } });
     billing.claim('ten_1', 'req-1', true);
@@ -265,8 +268,7 @@ describe('Billing with credit leases', () => {
   });
 
   it("the cap's answer counts another instance's lease: what remains is cap - spent - held - leased", async () => {
-    const { ledger } = countingLedger();
-    await ledger.adjustBalance('ten_1', 1_000_000_000, 'g', 'grant', Date.now());
+    const { ledger } = await funded(1_000_000_000);
     const a = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a');
     const b = new Billing(ledger, configWith({ creditLease: { enabled: false } }).billing, journal(), quiet, Date.now, 'inst-b');
     expect((await a.admit(principal, ctxOf(), 'req-a')).ok).toBe(true);
@@ -280,8 +282,7 @@ describe('Billing with credit leases', () => {
   });
 
   it('claims across processes: a direct hold needs no confirmation; a claim the store cannot answer is a 503', async () => {
-    const { ledger, fail } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, fail } = await funded(10_000_000);
     const authzSide = new Billing(ledger, configWith({ creditLease: { enabled: false } }).billing, journal(), quiet, Date.now, 'inst-a');
     const procSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-b');
     expect((await authzSide.admit(principal, ctxOf(), 'req-d')).ok).toBe(true);
@@ -320,18 +321,22 @@ describe('Billing with credit leases', () => {
     expect(deaf.recalls).toEqual(['ten_1']);
   });
 
-  it('a refusal with no lease anywhere recalls nothing', async () => {
-    const { ledger } = countingLedger();
+  it('a refusal with no lease anywhere recalls nothing; with leases off it does not even look', async () => {
+    const { ledger, calls } = countingLedger();
     const recalls: string[] = [];
-    const billing = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a', { recall: async (t) => { recalls.push(t); } });
-    const r = await billing.admit(principal, ctxOf(), 'req-poor');
-    expect(r.ok).toBe(false);
+    const peers = { recall: async (t: string) => { recalls.push(t); } };
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a', peers);
+    expect((await billing.admit(principal, ctxOf(), 'req-poor')).ok).toBe(false);
+    expect(recalls).toEqual([]);
+    expect(calls.account).toBe(1);
+    const off = new Billing(ledger, configWith({ creditLease: { enabled: false } }).billing, journal(), quiet, Date.now, 'inst-b', peers);
+    expect((await off.admit(principal, ctxOf(), 'req-poor-2')).ok).toBe(false);
+    expect(calls.account).toBe(1); // no account read on the refusal path
     expect(recalls).toEqual([]);
   });
 
   it('with rate limits on, every request is held directly (the per-minute counters count each one)', async () => {
-    const { ledger, calls } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls } = await funded(10_000_000);
     const limited = configWith({ creditLease: { enabled: true }, rateLimits: { requestsPerMinute: 1000 } });
     const billing = new Billing(ledger, limited.billing, journal(), quiet);
     for (let i = 0; i < 5; i++) expect((await billing.admit(principal, ctxOf(), `req-${i}`)).ok).toBe(true);
@@ -343,8 +348,7 @@ describe('Billing with credit leases', () => {
 
   it('on by default; turned off, every request is held directly', async () => {
     expect(configWith({}).billing.creditLease.enabled).toBe(true);
-    const { ledger, calls } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls } = await funded(10_000_000);
     const billing = new Billing(ledger, configWith({ creditLease: { enabled: false } }).billing, journal(), quiet);
     for (let i = 0; i < 3; i++) expect((await billing.admit(principal, ctxOf(), `req-${i}`)).ok).toBe(true);
     await sleep(5);
@@ -353,12 +357,10 @@ describe('Billing with credit leases', () => {
   });
 
   it('a move the store cannot take stops local admission: the next requests are held directly (and refused while the store is down)', async () => {
-    const { ledger, calls, fail } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls, fail } = await funded(10_000_000);
     const events: string[] = [];
     const billing = new Billing(ledger, cfg.billing, journal(), { ...quiet, failed: (what) => events.push(what) });
-    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    await sleep(5);
+    await firstRequest(billing);
     fail.add('moveFromLease');
     fail.add('release');
     expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true);
@@ -380,8 +382,7 @@ describe('Billing with credit leases', () => {
   });
 
   it('a stop gives every lease back; no lease is opened after it', async () => {
-    const { ledger, calls } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger, calls } = await funded(10_000_000);
     await ledger.adjustBalance('ten_2', 10_000_000, 'g', 'grant', Date.now());
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     expect((await billing.admit(principal, ctxOf(), 'a-1')).ok).toBe(true);
@@ -404,8 +405,7 @@ describe('Billing with credit leases', () => {
     const clock = () => t;
     await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', t);
     const billing = new Billing(ledger, configWith({ holdTtlSeconds: 60, creditLease: { enabled: true, idleSeconds: 3600 } }).billing, journal(), quiet, clock);
-    expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    await sleep(5);
+    await firstRequest(billing);
     const first = billing.leased;
     expect(first).toBeGreaterThan(0);
     // Renewed every 5 s for 25 s: still there, not reaped.
@@ -425,8 +425,7 @@ describe('Billing with credit leases', () => {
   });
 
   it('admitted against a lease by one instance, processed by another: the hold is an ordinary one there', async () => {
-    const { ledger } = countingLedger();
-    await ledger.adjustBalance('ten_1', 10_000_000, 'g', 'grant', Date.now());
+    const { ledger } = await funded(10_000_000);
     const authzSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a');
     const procSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-b');
     expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);

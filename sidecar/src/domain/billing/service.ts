@@ -158,7 +158,8 @@ export class Billing {
       outcome = await this.reserve(principal, requestId, worst, limited, now);
       if (outcome === null) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
     }
-    if (!outcome.ok && outcome.reason !== 'rate_limit_exceeded' && (await this.recallOthers(tenantId, now))) {
+    // Instances share their settings: with leases off here, no instance holds one to recall.
+    if (!outcome.ok && outcome.reason !== 'rate_limit_exceeded' && this.cfg.creditLease.enabled && (await this.recallOthers(tenantId, now))) {
       outcome = await this.reserve(principal, requestId, worst, limited, now);
       if (outcome === null) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
     }
