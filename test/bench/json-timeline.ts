@@ -1,26 +1,29 @@
 /**
- * Where a JSON chat's time goes at one connection: the memory-store gateway
- * and the Redis-store gateway with the credit check on, started side by side
- * and sent chats alternately, one at a time. Prints, p50 over the requests,
- * the phases Envoy's access log times (the ext_authz check, the request body's
- * ext_proc round trip, the provider, the response's processing), the sidecar's
- * own mean time for a ledger operation and an authorization (its /metrics),
- * and what Redis itself spends per script (INFO commandstats).
+ * Where a JSON chat's time goes at one connection: bare Envoy, the floor
+ * (the gateway's Envoy on the no-op sidecar), the memory-store gateway and
+ * the Redis-store gateway with the credit check on, started as the bench
+ * starts them (targets.ts) and sent chats in turn, one at a time. Prints, p50
+ * over the requests, the phases Envoy's access log times (the ext_authz check,
+ * the request body's ext_proc round trip, the provider, the response's
+ * processing), the sidecar's own mean time for a ledger operation and an
+ * authorization (its /metrics), and what Redis itself spends per script
+ * (INFO commandstats). The columns' differences say which hop the gateway's
+ * code makes longer than the floor's and by how much.
  *
  * TIMELINE_GAP_MS puts an idle pause before each request: on a virtual
  * machine every hop between processes then starts from an idle CPU, and the
  * same request takes longer (docs/benchmark.md, 2026-11-26 evening).
  *
- *   npx tsx test/bench/json-timeline.ts     TIMELINE_REQUESTS (default 1500 per gateway; the first 200 warm up)
+ *   npx tsx test/bench/json-timeline.ts     TIMELINE_REQUESTS (default 1500 per target; the first 200 warm up)
  *                                           TIMELINE_GAP_MS (default 0)
  */
 import { Agent, request } from 'node:http';
-import { Redis } from 'ioredis';
-import { startGateway, type TestGateway } from '../harness/gateway.js';
-import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
+import { startTargets, stopTargets, installCleanupHandlers, type Targets } from './targets.js';
 import { chatBody } from './scenarios.js';
 import { latencyStats } from './latency.js';
 import { fmt, table } from './report.js';
+import type { TestGateway } from '../harness/gateway.js';
+import { Redis } from 'ioredis';
 
 const num = (name: string, dflt: number, min: number) => {
   const v = Number(process.env[name] ?? dflt);
@@ -30,32 +33,42 @@ const num = (name: string, dflt: number, min: number) => {
 const REQUESTS = num('TIMELINE_REQUESTS', 1500, 300);
 const GAP_MS = num('TIMELINE_GAP_MS', 0, 0);
 const WARMUP = 200;
+const INTERNAL_MODEL = 'sim-core-1';
 
 const median = (xs: number[]): number => latencyStats(xs).p50;
 
+interface Target {
+  readonly label: string;
+  readonly url: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly gateway: TestGateway | null;
+  readonly agent: Agent;
+  readonly client: number[];
+}
+
 /** Milliseconds from writing the request to its last byte; the answer must be a 200. */
-function chat(gw: TestGateway, agent: Agent, body: string): Promise<number> {
+function chat(t: Target): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const headers = { 'content-type': 'application/json', 'x-api-key': gw.key, 'content-length': Buffer.byteLength(body) };
-    const req = request(`${gw.base}/chat/completions`, { method: 'POST', agent, headers }, (res) => {
+    const headers = { ...t.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(t.body) };
+    const req = request(t.url, { method: 'POST', agent: t.agent, headers }, (res) => {
       res.resume();
-      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`))));
+      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`${t.label}: status ${res.statusCode}`))));
     });
     req.on('error', reject);
-    req.end(body);
+    req.end(t.body);
   });
 }
 
 type LogLine = Record<string, number | string>;
-/** The gateway Envoy's access-log lines of the measured requests (the last `n` with timings). */
-function accessLog(gw: TestGateway, n: number): LogLine[] {
-  return gw.stack
-    .process('envoy')
-    .lines.flatMap((l) => {
+/** An Envoy's access-log lines of the measured requests (the last `n` with timings). */
+function accessLog(lines: readonly string[], n: number): LogLine[] {
+  return lines
+    .flatMap((l) => {
       try {
         const j = JSON.parse(l) as LogLine;
-        return typeof j.upstream_rx_last_us === 'number' && j.route !== undefined ? [j] : [];
+        return typeof j.upstream_rx_last_us === 'number' ? [j] : [];
       } catch {
         return [];
       }
@@ -70,28 +83,48 @@ async function histogramMean(gw: TestGateway, name: string, labels: string): Pro
   return value('sum') / value('count');
 }
 
-const gateways = {
-  memory: await startGateway({}),
-  credit: await startGateway({ ...GATEWAY_VARIANTS.credit.options }),
-};
+function targetsOf(t: Targets): Target[] {
+  const agent = () => new Agent({ keepAlive: true, maxSockets: 1 });
+  const provider = (label: string, base: string): Target => ({
+    label, url: `${base}/v1/chat/completions`, headers: { authorization: `Bearer ${t.upstreamKey}` },
+    body: chatBody(INTERNAL_MODEL), gateway: null, agent: agent(), client: [],
+  });
+  const gateway = (label: string, gw: TestGateway): Target => ({
+    label, url: `${gw.base}/chat/completions`, headers: { 'x-api-key': gw.key }, body: chatBody('svc-core'), gateway: gw, agent: agent(), client: [],
+  });
+  return [
+    provider('bare Envoy', t.bareUrl),
+    provider('floor', t.floorUrl),
+    gateway('memory store', t.gateway),
+    gateway('Redis, credit check on', t.variant('credit').gateway),
+  ];
+}
+
+installCleanupHandlers();
+const t = await startTargets({ variants: ['credit'] });
 try {
-  await gateways.credit.admin.adjustCredits(gateways.credit.tenantId, CREDIT_GRANT, 'timeline-grant', 'timeline');
-  const body = chatBody('svc-core');
-  const agents = { memory: new Agent({ keepAlive: true, maxSockets: 1 }), credit: new Agent({ keepAlive: true, maxSockets: 1 }) };
-  const client: Record<keyof typeof gateways, number[]> = { memory: [], credit: [] };
+  const targets = targetsOf(t);
   for (let i = 0; i < REQUESTS; i++) {
-    for (const name of ['memory', 'credit'] as const) {
+    for (const target of targets) {
       if (GAP_MS) await new Promise((r) => setTimeout(r, GAP_MS));
-      const ms = await chat(gateways[name], agents[name], body);
-      if (i >= WARMUP) client[name].push(ms);
+      const ms = await chat(target);
+      if (i >= WARMUP) target.client.push(ms);
     }
   }
   await new Promise((r) => setTimeout(r, 300)); // the last access-log lines
   const measured = REQUESTS - WARMUP;
-  const logs = { memory: accessLog(gateways.memory, measured), credit: accessLog(gateways.credit, measured) };
-  const p50 = (name: keyof typeof logs, f: (j: LogLine) => number) => fmt(median(logs[name].map(f)) / 1000);
-  const us = (field: string) => (j: LogLine) => Number(j[field]);
-  const between = (from: string, to: string) => (j: LogLine) => Number(j[to]) - Number(j[from]);
+  const logs = targets.map((target) => accessLog(t.envoyLines(target.url), measured));
+  // A field the Envoy does not have (bare Envoy runs no ext_authz or ext_proc) is no number: "-".
+  const field = (j: LogLine, name: string): number => {
+    const v = j[name];
+    return typeof v === 'number' || (typeof v === 'string' && /^\d+$/.test(v)) ? Number(v) : NaN;
+  };
+  const us = (name: string) => (j: LogLine) => field(j, name);
+  const between = (from: string, to: string) => (j: LogLine) => field(j, to) - field(j, from);
+  const p50 = (i: number, f: (j: LogLine) => number): string => {
+    const xs = (logs[i] as LogLine[]).map(f).filter(Number.isFinite);
+    return xs.length ? fmt(median(xs) / 1000) : '-';
+  };
   const rows: Array<[string, (j: LogLine) => number]> = [
     ['ext_authz check, as Envoy waits for it (authz_us)', us('authz_us')],
     ['request body round trip to ext_proc (proc_req_body_us)', us('proc_req_body_us')],
@@ -100,28 +133,26 @@ try {
     ['provider last byte -> caller first byte (response processing)', between('upstream_rx_last_us', 'downstream_tx_first_us')],
     ['first request byte -> caller last byte (Envoy)', us('downstream_tx_last_us')],
   ];
-  process.stdout.write(`JSON chats, one connection per gateway, alternately, ${measured} measured each${GAP_MS ? `, ${GAP_MS} ms idle before each` : ''}; ms, p50\n`);
-  const sidecar = async (gw: TestGateway) => ({
-    ledger: (await histogramMean(gw, 'gateway_store_operation_duration_seconds', 'store="ledger",result="ok"')) * 1000,
-    authz: (await histogramMean(gw, 'gateway_phase_duration_seconds', 'phase="authorization"')) * 1000,
-  });
-  const own = { memory: await sidecar(gateways.memory), credit: await sidecar(gateways.credit) };
-  const probe = new Redis(gateways.credit.redis!.url);
+  process.stdout.write(`JSON chats, one connection per target, in turn, ${measured} measured each${GAP_MS ? `, ${GAP_MS} ms idle before each` : ''}; ms, p50\n`);
+  const sidecar = async (gw: TestGateway | null, metric: string, labels: string) => (gw ? fmt((await histogramMean(gw, metric, labels)) * 1000) : '-');
+  const sidecarRow = async (what: string, metric: string, labels: string) => [what, ...(await Promise.all(targets.map((x) => sidecar(x.gateway, metric, labels))))];
+  const credit = t.variant('credit');
+  const probe = new Redis(credit.redisUrl);
   const stats = await probe.info('commandstats');
   probe.disconnect();
   const evalsha = Number(/^cmdstat_evalsha:.*usec_per_call=([\d.]+)/m.exec(stats)?.[1] ?? NaN) / 1000;
   process.stdout.write(
     `${table(
-      ['measure', 'memory store', 'Redis, credit check on'],
+      ['measure', ...targets.map((x) => x.label)],
       [
-        ['client: request written -> last byte', fmt(median(client.memory)), fmt(median(client.credit))],
-        ...rows.map(([what, f]): string[] => [what, p50('memory', f), p50('credit', f)]),
-        ['sidecar: an authorization, mean (its /metrics)', fmt(own.memory.authz), fmt(own.credit.authz)],
-        ['sidecar: a ledger operation (hold or settlement), mean', fmt(own.memory.ledger), fmt(own.credit.ledger)],
-        ['Redis: one script (EVALSHA), mean of its own time', '-', fmt(evalsha)],
+        ['client: request written -> last byte', ...targets.map((x) => fmt(median(x.client)))],
+        ...rows.map(([what, f]): string[] => [what, ...targets.map((_, i) => p50(i, f))]),
+        await sidecarRow('sidecar: an authorization, mean (its /metrics)', 'gateway_phase_duration_seconds', 'phase="authorization"'),
+        await sidecarRow('sidecar: a ledger operation (hold or settlement), mean', 'gateway_store_operation_duration_seconds', 'store="ledger",result="ok"'),
+        ['Redis: one script (EVALSHA), mean of its own time', '-', '-', '-', fmt(evalsha)],
       ],
     )}\n`,
   );
 } finally {
-  await Promise.all([gateways.memory.stop(), gateways.credit.stop()]);
+  await stopTargets();
 }

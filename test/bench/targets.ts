@@ -100,6 +100,8 @@ export interface Targets {
    */
   pids(variant?: GatewayVariant): Record<string, number | undefined>;
   logs(): string;
+  /** The recent output lines (access log included) of the Envoy serving `url`: bare, floor, the gateway or a variant. */
+  envoyLines(url: string): readonly string[];
   /** The admin URL of the Envoy serving `url` when that Envoy talks to a sidecar (null: bare Envoy or none). */
   envoyAdminFor(url: string): string | null;
   /**
@@ -302,6 +304,18 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
       out['envoy-floor'] = floorEnvoy.pid;
       out['null-sidecar'] = nullSidecar.pid;
       return out;
+    },
+    envoyLines(url) {
+      const origin = new URL(url).origin;
+      const byOrigin: Array<[string, ManagedProcess]> = [
+        [new URL(gw.base).origin, gatewayEnvoy],
+        [new URL(`http://${bareHost}:${listenPort}`).origin, bareEnvoy],
+        [new URL(`http://${bareHost}:${floorPort}`).origin, floorEnvoy],
+        ...variants.map((v) => [new URL(v.base).origin, v.gateway.stack.process('envoy')] as [string, ManagedProcess]),
+      ];
+      const found = byOrigin.find(([o]) => o === origin);
+      if (!found) throw new Error(`bench: no Envoy serves ${url}`);
+      return found[1].lines;
     },
     envoyAdminFor(url) {
       const origin = new URL(url).origin;
