@@ -9,10 +9,12 @@
  * handed back to the host, that speed can be several times slower (caches and
  * branch predictors refilled, the CPU woken): this is part of why the same
  * code adds several times more latency on one box than on another
- * (docs/benchmark.md). Prints p50 and p90 per pause.
+ * (docs/benchmark.md). Prints p50 and p90 per pause; `npm run bench` prints
+ * the same table before its targets.
  *
  *   npx tsx test/bench/cold-cpu.ts      COLD_SAMPLES (default 400 per pause)
  */
+import { pathToFileURL } from 'node:url';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { admitBody } from '../../sidecar/src/domain/admission.js';
@@ -21,39 +23,55 @@ import { latencyStats } from './latency.js';
 import { fmt, table } from './report.js';
 import { chatBody } from './scenarios.js';
 
-const SAMPLES = Number(process.env.COLD_SAMPLES ?? 400);
-if (!Number.isInteger(SAMPLES) || SAMPLES < 50) throw new Error('COLD_SAMPLES must be an integer of at least 50');
+const PAUSES = [0, 1, 3, 10] as const;
 
-const policy = new LiveConfig(parseConfig(defaultConfig('svc'))).current.admission;
-const body = Buffer.from(chatBody('svc-core'));
-const admit = (): void => {
-  const r = admitBody('chat', 'POST', body, policy);
-  if (!r.ok) throw new Error('cold-cpu: the bench body was refused');
-};
-
-for (let i = 0; i < 20_000; i++) admit(); // optimised before anything is timed
-
-/** Waits `ms` (0: one turn of the event loop, which stays busy), then times one admission in µs. */
-async function sample(ms: number): Promise<number> {
-  await new Promise((r) => (ms === 0 ? setImmediate(r) : setTimeout(r, ms)));
-  const t0 = performance.now();
-  admit();
-  return (performance.now() - t0) * 1000;
+export interface ColdCpu {
+  readonly bodyBytes: number;
+  readonly samples: number;
+  /** Per pause before the work (0: the event loop stayed busy): p50 and p90 µs of one admission. */
+  readonly rows: ReadonlyArray<{ readonly pauseMs: number; readonly p50Us: number; readonly p90Us: number }>;
 }
 
-const PAUSES = [0, 1, 3, 10];
-const times = new Map<number, number[]>(PAUSES.map((p) => [p, []]));
-// In turns, so a change in the machine's load reaches every pause alike.
-for (let i = 0; i < SAMPLES; i++) for (const p of PAUSES) times.get(p)!.push(await sample(p));
-
-const busy = latencyStats(times.get(0)!).p50;
-process.stdout.write(`one chat admission (${body.length} bytes), ${SAMPLES} samples per pause; µs\n`);
-process.stdout.write(
-  `${table(
-    ['before it', 'p50 µs', 'p90 µs', 'p50 vs busy'],
-    PAUSES.map((p) => {
+/** Times one admission `samples` times after each pause, the pauses in turns (a change in the box's load reaches all alike). */
+export async function measureColdCpu(samples = 400): Promise<ColdCpu> {
+  const policy = new LiveConfig(parseConfig(defaultConfig('svc'))).current.admission;
+  const body = Buffer.from(chatBody('svc-core'));
+  const admit = (): void => {
+    if (!admitBody('chat', 'POST', body, policy).ok) throw new Error('cold-cpu: the bench body was refused');
+  };
+  for (let i = 0; i < 20_000; i++) admit(); // optimised before anything is timed
+  const sample = async (ms: number): Promise<number> => {
+    await new Promise((r) => (ms === 0 ? setImmediate(r) : setTimeout(r, ms)));
+    const t0 = performance.now();
+    admit();
+    return (performance.now() - t0) * 1000;
+  };
+  const times = new Map<number, number[]>(PAUSES.map((p) => [p, []]));
+  for (let i = 0; i < samples; i++) for (const p of PAUSES) times.get(p)!.push(await sample(p));
+  return {
+    bodyBytes: body.length,
+    samples,
+    rows: PAUSES.map((p) => {
       const s = latencyStats(times.get(p)!);
-      return [p === 0 ? 'busy loop (setImmediate)' : `${p} ms asleep`, fmt(s.p50), fmt(s.p90), `${fmt(s.p50 / busy)}x`];
+      return { pauseMs: p, p50Us: s.p50, p90Us: s.p90 };
     }),
-  )}\n`,
-);
+  };
+}
+
+/** The table, and how many times slower the work ran after `pauseMs` asleep than busy (p50). */
+export function coldCpuTable(c: ColdCpu): string {
+  const busy = c.rows[0]!.p50Us;
+  return table(
+    ['before it', 'p50 µs', 'p90 µs', 'p50 vs busy'],
+    c.rows.map((r) => [r.pauseMs === 0 ? 'busy loop (setImmediate)' : `${r.pauseMs} ms asleep`, fmt(r.p50Us), fmt(r.p90Us), `${fmt(r.p50Us / busy)}x`]),
+  );
+}
+
+export const slowdownAfter = (c: ColdCpu, pauseMs: number): number => (c.rows.find((r) => r.pauseMs === pauseMs)?.p50Us ?? NaN) / c.rows[0]!.p50Us;
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const samples = Number(process.env.COLD_SAMPLES ?? 400);
+  if (!Number.isInteger(samples) || samples < 50) throw new Error('COLD_SAMPLES must be an integer of at least 50');
+  const c = await measureColdCpu(samples);
+  process.stdout.write(`one chat admission (${c.bodyBytes} bytes), ${c.samples} samples per pause; µs\n${coldCpuTable(c)}\n`);
+}

@@ -38,6 +38,7 @@
  *   BENCH_WARMUP_SECONDS autocannon / streams/s warm-up per target before its measured run (default 1)
  *   BENCH_SCENARIOS      comma-separated subset of scenario names (default all; see scenarios.ts).
  *                        The redis/credit gateways are only started when a selected scenario needs them.
+ *   BENCH_COLD_SAMPLES   samples per pause of the box's wake-up measure (cold-cpu.ts; default 200)
  *   BENCH_ECHO=1         echo the processes' output
  *
  * Ends with one `BENCH_JSON {...}` line for comparing runs.
@@ -57,6 +58,7 @@ import { messageProbe, messagesJson, messagesTable, type MessageCounts } from '.
 import { addCpu, cpuSnapshot, procMemMb } from './proc.js';
 import { streamLoad } from './stream-load.js';
 import { memoryTable, targetRows, targetsTable, met, type MemoryResult } from './summary.js';
+import { coldCpuTable, measureColdCpu } from './cold-cpu.js';
 import { diffCalls, type CommandCalls, type MonitoredCalls } from './redis-stats.js';
 import {
   comparisonBlock,
@@ -141,6 +143,8 @@ interface Params {
   readonly warmup: number;
   readonly warmupSeconds: number;
   readonly scenarios: readonly string[];
+  /** Samples per pause of the wake-up measure (cold-cpu.ts). */
+  readonly coldSamples: number;
 }
 
 function readParams(): Params {
@@ -169,6 +173,7 @@ function readParams(): Params {
     warmup: envInt('BENCH_WARMUP', Math.min(200, Math.max(20, Math.ceil(requests / 10))), 0),
     warmupSeconds: envNum('BENCH_WARMUP_SECONDS', 1, 0),
     scenarios: names.length ? names : all,
+    coldSamples: envInt('BENCH_COLD_SAMPLES', 200, 50),
   };
 }
 
@@ -408,6 +413,9 @@ async function main(): Promise<number> {
     node: process.version,
   };
 
+  // Measured first, on a quiet box: how much slower work runs after a pause (every hop at c=1 starts after one).
+  const cold = await measureColdCpu(p.coldSamples);
+
   // Stay installed to the end: a Ctrl-C during the final cleanup must not kill this process half-way.
   installCleanupHandlers();
   let targets: Targets;
@@ -616,6 +624,12 @@ async function main(): Promise<number> {
         'added = minus bare Envoy in the same run. Shared-box numbers: compare on a quiet machine before judging.',
     );
     lines.push(targetsTable(targetTable));
+    lines.push('');
+    lines.push(
+      `This box after a pause (test/bench/cold-cpu.ts, before the targets started): one chat admission, ${cold.samples} samples per pause. ` +
+        `At one connection every hop starts after one, so the floor and the gateway pay this per hop (docs/benchmark.md).`,
+    );
+    lines.push(coldCpuTable(cold));
     const problems = [
       ...results.filter((r) => r.latency.firstProblem !== null).map((r) => [r.label, r.latency.firstProblem] as const),
       ...streamResults.filter((r) => r.firstProblem !== null).map((r) => [r.label, r.firstProblem] as const),
@@ -654,6 +668,7 @@ async function main(): Promise<number> {
         redis: redisCalls.map(({ failures: _f, firstProblem: _p, ...r }) => r),
         extra: {
           messages_per_req: messagesJson(messages),
+          cold_cpu: { samples: cold.samples, rows: cold.rows.map((r) => ({ pause_ms: r.pauseMs, p50_us: Number(r.p50Us.toFixed(1)), p90_us: Number(r.p90Us.toFixed(1)) })) },
           memory_mb: Object.fromEntries(memory.map((m) => [m.process, { peak: Number(m.peakMb.toFixed(1)), after: Number(m.afterMb.toFixed(1)) }])),
           targets: {
             gateway: judged,
