@@ -71,6 +71,29 @@ async function usageCosts(tenant: string) {
 }
 
 describe('the credit check (402) and holds', () => {
+  it('a deduction never takes what a request in flight holds (409, nothing changes); the request is paid in full', async () => {
+    const body = chat('slow answer #sim:delay=1500 #sim:tokens=5');
+    const hold = holdFor(body);
+    const { tenant, key } = await newTenant(3 * hold);
+    const answer = post(`${gw.base}/chat/completions`, body, key);
+    expect(await firstHold(tenant)).toBe(hold);
+    // Two holds' worth is free; taking one micro-unit more would leave the request's hold uncovered.
+    const refused = await gw.admin.adjustCredits(tenant, -(2 * hold + 1), 'deduct-too-much', 'test').catch((err: unknown) => err);
+    expect(refused).toMatchObject({ status: 409 });
+    expect(String((refused as Error).message)).toContain('open requests hold');
+    expect(await gw.admin.account(tenant)).toMatchObject({ balance: 3 * hold, held: hold });
+    // The same key is still unused: the deduction that fits applies under it.
+    expect(await gw.admin.adjustCredits(tenant, -2 * hold, 'deduct-too-much', 'test')).toMatchObject({ type: 'deduct', balanceAfter: hold });
+    const res = await answer;
+    expect(res.status).toBe(200);
+    const account = await settled(tenant);
+    const charged = await ledgerCharges(tenant);
+    expect(charged).toBeGreaterThan(0);
+    expect(charged).toBeLessThanOrEqual(hold);
+    expect(account.balance).toBe(hold - charged);
+    expect(account.balance).toBeGreaterThanOrEqual(0);
+  });
+
   it('200 concurrent requests against a balance that covers 10: at most 10 reach the provider, never below zero, every micro-unit accounted for', async () => {
     const body = chat('slow answer #sim:delay=1500 #sim:tokens=5'); // all 200 are judged while the first holds are open
     const hold = holdFor(body);

@@ -937,6 +937,32 @@ export function describeLedgerContract(
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0 });
     });
 
+    it('a deduct never takes what open requests hold; credit in leases may go, and the leases go stale', async () => {
+      await grant(ledger, 1_000);
+      expect(await ledger.reserve(reserveInput('req_held', { amount: 700 }))).toEqual(OK);
+      const before = await snapshot(ledger);
+      // 1,000 - 301 < 700: the request's hold would no longer be covered.
+      await expect(ledger.adjustBalance(T, -301, 'd1', 'too much', NOW)).rejects.toBeInstanceOf(InsufficientBalanceError);
+      expect(await snapshot(ledger)).toEqual(before);
+      const ok = await ledger.adjustBalance(T, -300, 'd1', 'fits', NOW);
+      expect(ok).toMatchObject({ type: 'deduct', amount: -300, balanceAfter: 700 });
+      // The request is paid in full from what it held; the balance never goes below zero.
+      expect(await ledger.settle(settleInput('req_held', 700))).toStrictEqual(settled(true, 700, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0, held: 0 });
+
+      // A lease's credit is not a request's: a deduct may take it, and the lease goes stale.
+      await grant(ledger, 1_000);
+      await ledger.extendLease(leaseInput('lease_x', { amount: 400, headroom: 1 }));
+      expect(await ledger.moveFromLease(moveInput('lease_x', 'req_moved', 100))).toBe('moved');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000, held: 100, leased: 300 });
+      await expect(ledger.adjustBalance(T, -901, 'd2', 'too much', NOW)).rejects.toBeInstanceOf(InsufficientBalanceError);
+      await ledger.adjustBalance(T, -900, 'd2', 'takes the leased part too', NOW);
+      expect(await ledger.moveFromLease(moveInput('lease_x', 'req_late', 1))).toBe('no_lease');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 100, held: 100, leased: 0 });
+      expect(await ledger.settle(settleInput('req_moved', 100))).toStrictEqual(settled(true, 100, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0, held: 0, leased: 0 });
+    });
+
     it('adjustBalance rejects a zero or non-integer amount with TypeError', async () => {
       const bad = [0, 1.5, -0.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '5' as unknown as number];
       for (const amount of bad) {
@@ -1195,10 +1221,11 @@ export function describeLedgerContract(
     // ------------------------------------------------------------ money invariant
 
     it(
-      'money invariant: balance never negative, held = open holds, grants - balance = charges = usage cost',
+      'money invariant: balance never below what requests hold, held = open holds, grants - deducts - balance = charges = usage cost',
       async () => {
         type Op =
           | { kind: 'grant'; amount: number; reuse: boolean }
+          | { kind: 'deduct'; around: number; reuse: boolean }
           | { kind: 'reserve'; amount: number; ttl: number }
           | { kind: 'settle'; pick: number; percent: number }
           | { kind: 'settleUnknown'; charge: number }
@@ -1217,8 +1244,12 @@ export function describeLedgerContract(
         });
         // Charges up to twice the hold; settles of settled ids are the duplicates.
         const settleOp = fc.record({ kind: fc.constant('settle' as const), pick: fc.nat(), percent: int(0, 200) });
+        // Deducts land around what is free of request holds, so both sides of the line come up.
+        const deductOp = fc.record({ kind: fc.constant('deduct' as const), around: int(-200, 200), reuse: fc.boolean() });
         const op: fc.Arbitrary<Op> = fc.oneof(
           grantOp,
+          deductOp,
+          deductOp,
           reserveOp,
           reserveOp,
           settleOp,
@@ -1240,8 +1271,11 @@ export function describeLedgerContract(
             const base = { tenantId };
             let now = NOW;
             let grants = 0;
+            let deducts = 0;
             let chargedTotal = 0;
             const grantKeys: Array<{ key: string; entry: LedgerEntry }> = [];
+            const deductKeys: Array<{ key: string; entry: LedgerEntry }> = [];
+            const stale = new Set<string>(); // leases open when a deduct applied: their next move or growth gives them back
             const known: string[] = []; // every request id reserved (hold exists)
             const amounts = new Map<string, number>();
             const open = new Map<string, number>(); // requestId → expiresAt
@@ -1260,7 +1294,8 @@ export function describeLedgerContract(
               }
               expect(acc.held).toBe(sum);
               expect(acc.leased).toBe(leasedSum);
-              expect(acc.balance).toBe(grants - chargedTotal);
+              expect(acc.balance).toBeGreaterThanOrEqual(acc.held); // every open request is paid for
+              expect(acc.balance).toBe(grants - deducts - chargedTotal);
               expect(acc.spent).toBe(chargedTotal);
             };
 
@@ -1277,6 +1312,26 @@ export function describeLedgerContract(
                     grantKeys.push({ key, entry });
                     grants += o.amount;
                   }
+                  break;
+                }
+                case 'deduct': {
+                  const prior = deductKeys[Math.abs(o.around) % Math.max(deductKeys.length, 1)];
+                  if (o.reuse && prior !== undefined) {
+                    const again = await ledger.adjustBalance(tenantId, prior.entry.amount, prior.key, 'again', now);
+                    expect(again).toStrictEqual({ ...prior.entry, replayed: true });
+                    break;
+                  }
+                  const acc = await ledger.account(tenantId, PERIOD);
+                  const amount = Math.max(1, acc.balance - acc.held + o.around);
+                  const key = `d_${deductKeys.length}`;
+                  if (acc.balance - amount < acc.held) {
+                    await expect(ledger.adjustBalance(tenantId, -amount, key, 'deduct', now)).rejects.toBeInstanceOf(InsufficientBalanceError);
+                    break;
+                  }
+                  const entry = await ledger.adjustBalance(tenantId, -amount, key, 'deduct', now);
+                  deductKeys.push({ key, entry });
+                  deducts += amount;
+                  for (const id of leases) if (open.has(id)) stale.add(id);
                   break;
                 }
                 case 'reserve': {
@@ -1344,6 +1399,11 @@ export function describeLedgerContract(
                   const acc = await ledger.account(tenantId, PERIOD);
                   const outcome = await ledger.extendLease(leaseInput(id, { ...base, amount: o.amount, minimum: 1, headroom: o.headroom, now }));
                   const seen = leases.includes(id);
+                  if (open.has(id) && stale.has(id)) {
+                    expect(outcome).toStrictEqual({ granted: 0, total: 0, gone: true });
+                    open.delete(id);
+                    break;
+                  }
                   if (seen && (!open.has(id) || deadlines.get(id)! <= now)) {
                     expect(outcome).toStrictEqual({ granted: 0, total: open.has(id) ? amounts.get(id)! : 0, gone: true });
                     break;
@@ -1370,7 +1430,10 @@ export function describeLedgerContract(
                   const r = o.reuse && prior !== undefined ? prior : `m_${known.length}_${randomBytes(4).toString('hex')}`;
                   const outcome = await ledger.moveFromLease(moveInput(lease, r, o.amount, { ...base, now }));
                   if (known.includes(r)) expect(outcome).toBe('exists');
-                  else if (!open.has(lease) || amounts.get(lease)! < o.amount) expect(outcome).toBe('no_lease');
+                  else if (open.has(lease) && stale.has(lease)) {
+                    expect(outcome).toBe('no_lease');
+                    open.delete(lease);
+                  } else if (!open.has(lease) || amounts.get(lease)! < o.amount) expect(outcome).toBe('no_lease');
                   else {
                     expect(outcome).toBe('moved');
                     amounts.set(lease, amounts.get(lease)! - o.amount);
@@ -1410,9 +1473,9 @@ export function describeLedgerContract(
             const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
             const chargeEntries = entries.filter((e) => e.type === 'charge');
             expect(sum(entries.filter((e) => e.type === 'grant').map((e) => e.amount))).toBe(grants);
-            expect(entries.filter((e) => e.type === 'deduct')).toEqual([]);
+            expect(0 - sum(entries.filter((e) => e.type === 'deduct').map((e) => e.amount))).toBe(deducts);
             const charged = 0 - sum(chargeEntries.map((e) => e.amount)); // 0 - x: no -0
-            expect(0 + grants - acc.balance).toBe(charged);
+            expect(0 + grants - deducts - acc.balance).toBe(charged);
             expect(charged).toBe(sum(records.map((r) => r.cost)));
             expect(sum(records.map((r) => r.cost))).toBe(chargedTotal);
             expect(chargeEntries.every((e) => e.amount < 0)).toBe(true);

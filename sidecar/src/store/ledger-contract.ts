@@ -189,7 +189,7 @@ export interface UsageDay {
 
 export class InsufficientBalanceError extends Error {
   constructor() {
-    super('the balance does not cover this deduction');
+    super('the balance, less what open requests hold, does not cover this deduction');
     this.name = 'InsufficientBalanceError';
   }
 }
@@ -232,7 +232,12 @@ export interface Ledger {
   tenantsWithHolds(): Promise<string[]>;
 
   account(tenantId: string, period: string): Promise<AccountState>;
-  /** Grant (amount > 0) or deduct (amount < 0); a deduct never takes the balance below zero. Idempotent by key. */
+  /**
+   * Grant (amount > 0) or deduct (amount < 0). A deduct never takes the balance below what
+   * open requests hold (InsufficientBalanceError; nothing changes): a request admitted
+   * against held credit is always paid for. Credit set aside in leases does not count: a
+   * deduct makes open leases stale, and they are given back. Idempotent by key.
+   */
   adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<AdjustResult>;
   /** null clears the cap. */
   setCap(tenantId: string, cap: number | null): Promise<void>;

@@ -20,7 +20,7 @@
  *   most the room / headroom; moveFromLease turns a piece of an open lease into
  *   a request's own open hold (held does not change).
  * - release / reapExpired give open holds back; adjustBalance is idempotent by
- *   key and never takes the balance below zero on a deduct.
+ *   key; a deduct never takes the balance below what open requests hold.
  * - inputs are validated (`TypeError`), results are fresh copies, and after
  *   close() every method rejects with `StoreUnavailableError`.
  *
@@ -465,7 +465,9 @@ export function createMemoryLedger(): Ledger {
       const first = existing?.adjustments.get(idempotencyKey);
       if (first !== undefined) return { ...copyEntry(first), replayed: true };
       const balance = existing?.balance ?? 0;
-      if (amount < 0 && balance + amount < 0) throw new InsufficientBalanceError();
+      // A deduct leaves at least what open requests hold (credit leases are not requests: they go stale below).
+      const requestsHold = (existing?.held ?? 0) - (existing?.leased ?? 0);
+      if (amount < 0 && balance + amount < requestsHold) throw new InsufficientBalanceError();
 
       const t = state(tenantId);
       if (amount < 0) t.leaseGen += 1; // leases granted before the deduct are stale

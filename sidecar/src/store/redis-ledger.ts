@@ -281,8 +281,10 @@ const ADJUST = CUTOFF + `
 local prev = redis.call('GET', KEYS[2])
 if prev then return 'R|' .. prev end
 local amount = tonumber(ARGV[1])
-local balance = tonumber(redis.call('HGET', KEYS[1], 'balance') or '0')
-if amount < 0 and balance + amount < 0 then return 'INSUFFICIENT' end
+local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'leased')
+local balance = tonumber(a[1] or '0')
+-- A deduct leaves at least what open requests hold (credit leases are not requests: they go stale below).
+if amount < 0 and balance + amount < tonumber(a[2] or '0') - tonumber(a[3] or '0') then return 'INSUFFICIENT' end
 if amount < 0 then redis.call('HINCRBY', KEYS[1], 'lease_gen', 1) end
 local after = redis.call('HINCRBY', KEYS[1], 'balance', amount)
 local t = 'grant'

@@ -207,7 +207,7 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
   });
 
   app.setErrorHandler((err, _req, reply) => {
-    if (err instanceof InsufficientBalanceError) return reply.code(409).send({ error: 'the balance does not cover this deduction' });
+    if (err instanceof InsufficientBalanceError) return reply.code(409).send({ error: 'the balance, less what open requests hold, does not cover this deduction' });
     if (err instanceof OperatorError) return reply.code(err.status).send({ error: err.message });
     if (err instanceof StoreConflictError) return reply.code(409).send({ error: 'conflict' });
     if (err instanceof StoreUnavailableError) return reply.code(503).send({ error: 'store unavailable' });
