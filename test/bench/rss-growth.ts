@@ -1,10 +1,11 @@
 // Sidecar memory against request count (issue 11 target 6): starts one gateway
-// as the bench's `credit` target (Redis store, credit check on), then sends
+// as the bench's `credit` target (Redis store, credit check on; RSS_STORE=memory:
+// the embedded store, whose history lives in the sidecar's heap), then sends
 // ROUNDS rounds of REQUESTS JSON chats at CONNECTIONS connections and prints,
 // after each round, the sidecar's RSS (/proc) and V8 heap (operator /metrics).
 // A leak grows round after round; a plateau does not.
 //   npx tsx test/bench/rss-growth.ts
-//   RSS_ROUNDS=6 RSS_REQUESTS=3000 RSS_CONNECTIONS=16 SIDECAR_NODE_ARGS='--max-semi-space-size=4'
+//   RSS_ROUNDS=6 RSS_REQUESTS=3000 RSS_CONNECTIONS=16 RSS_STORE=redis|memory SIDECAR_NODE_ARGS='--max-semi-space-size=4'
 // SIDECAR_NODE_ARGS come after the sidecar's own heap flags (sidecar/stack/node-flags.ts)
 // and override them; V8's defaults: SIDECAR_NODE_ARGS='--max-semi-space-size=0 --max-old-space-size=0'.
 import { readFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ const ROUNDS = Number(process.env.RSS_ROUNDS ?? 6);
 const REQUESTS = Number(process.env.RSS_REQUESTS ?? 3000);
 const CONNECTIONS = Number(process.env.RSS_CONNECTIONS ?? 16);
 const NODE_ARGS = (process.env.SIDECAR_NODE_ARGS ?? '').split(' ').filter(Boolean);
+const STORE = process.env.RSS_STORE === 'memory' ? 'memory' : 'redis';
 const TICK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
 const status = (pid: number, field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
@@ -24,7 +26,7 @@ const cpuMs = (pid: number) => {
   return ((Number(f[11]) + Number(f[12])) * 1000) / TICK;
 };
 
-const gw = await startGateway({ store: 'redis', config: { billing: { creditCheck: true } }, ...(NODE_ARGS.length ? { nodeArgs: { sidecar: NODE_ARGS } } : {}) });
+const gw = await startGateway({ store: STORE, config: { billing: { creditCheck: true } }, ...(NODE_ARGS.length ? { nodeArgs: { sidecar: NODE_ARGS } } : {}) });
 try {
   await gw.admin.adjustCredits(gw.tenantId, 1_000_000_000_000, 'bench-grant', 'bench');
   const pid = gw.stack.process('sidecar').pid as number;
@@ -47,7 +49,7 @@ try {
     gc0 = h.gcMs;
     process.stdout.write(`${label}\tRSS ${status(pid, 'VmRSS').toFixed(0)} MiB (anon ${status(pid, 'RssAnon').toFixed(0)}, file ${status(pid, 'RssFile').toFixed(0)}, peak ${peak.toFixed(0)})\theap used ${h.used.toFixed(1)} / total ${h.total.toFixed(1)} MiB\tnew ${h.newSpace.toFixed(1)}\told used ${h.oldUsed.toFixed(1)}\text ${h.external.toFixed(1)}\t${cpu}\n`);
   };
-  process.stdout.write(`sidecar node args: ${NODE_ARGS.join(' ') || '(none)'}; ${ROUNDS} x ${REQUESTS} requests at c=${CONNECTIONS}\n`);
+  process.stdout.write(`store ${STORE}; sidecar node args: ${NODE_ARGS.join(' ') || '(none)'}; ${ROUNDS} x ${REQUESTS} requests at c=${CONNECTIONS}\n`);
   await line('idle', status(pid, 'VmRSS'), '');
   const body = JSON.stringify({ model: 'svc-quick', max_tokens: 20, messages: [{ role: 'user', content: 'hello #sim:delay=0 #sim:tokens=20' }] });
   let peak = 0;

@@ -1529,6 +1529,59 @@ export function describeLedgerContract(
 
 describeLedgerContract('memory', () => createMemoryLedger());
 
+describe('memory ledger: bounded history (it lives in the sidecar heap)', () => {
+  /** Settles `n` requests nobody held (a charge, a usage record and a finished hold each), `stepMs` apart from `from`. */
+  async function settleMany(ledger: Ledger, n: number, from: number, stepMs = 0, prefix = 'r'): Promise<void> {
+    for (let i = 0; i < n; i++) await ledger.settle(settleInput(`${prefix}_${i}`, 1, { now: from + i * stepMs }));
+  }
+
+  it('keeps at most maxRecords usage records and ledger entries per tenant, the newest, and at most maxFinishedHolds finished holds', async () => {
+    const ledger = createMemoryLedger({ maxRecords: 40, maxFinishedHolds: 100 });
+    await grant(ledger, 1_000_000);
+    await grant(ledger, 1, 'ten_other');
+    await settleMany(ledger, 500, NOW);
+    const records = await ledger.usageRecords(T, 10_000);
+    expect(records.length).toBeGreaterThanOrEqual(40);
+    expect(records.length).toBeLessThanOrEqual(45); // an eighth over the limit at most (amortised trim)
+    expect(records[0]!.requestId).toBe('r_499'); // newest first: the newest are the ones kept
+    const entries = await ledger.ledger(T, 10_000);
+    expect(entries.length).toBeLessThanOrEqual(45);
+    expect(entries[0]!.requestId).toBe('r_499');
+    // Balances and totals are not history: all 500 charges count.
+    expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000_000 - 500, spent: 500 });
+    expect((await ledger.usageByDay(T, DAY, DAY)).reduce((sum, d) => sum + d.requests, 0)).toBe(500);
+    // A recent request is still remembered (a repeated settlement changes nothing) ...
+    expect(await ledger.settle(settleInput('r_480', 1))).toStrictEqual(settled(false, 1, 0));
+    // ... one beyond the last maxFinishedHolds (+ an eighth) is forgotten and counts as new.
+    expect((await ledger.settle(settleInput('r_0', 1))).applied).toBe(true);
+    // Another tenant's history is its own.
+    expect(await ledger.ledger('ten_other', 10)).toHaveLength(1);
+  });
+
+  it('trims usage records and ledger entries by their retention, and forgets finished holds after 7 days', async () => {
+    const ledger = createMemoryLedger({ retention: { usageRecordMs: 60_000, ledgerMs: 120_000 } });
+    await grant(ledger, 1_000_000);
+    await settleMany(ledger, 10, NOW, 0, 'old');
+    // 1,000 writes later (the trim runs every 1,000), 90 s on: past the usage retention, not the ledger's.
+    await settleMany(ledger, 1_000, NOW + 90_000, 0, 'mid');
+    const usage = await ledger.usageRecords(T, 100_000);
+    expect(usage.some((r) => r.requestId.startsWith('old_'))).toBe(false);
+    const entries = await ledger.ledger(T, 100_000);
+    expect(entries.filter((e) => e.requestId?.startsWith('old_'))).toHaveLength(10);
+    // Past the ledger retention and the 7 days a finished hold is remembered.
+    await settleMany(ledger, 1_000, NOW + 8 * 86_400_000, 0, 'new');
+    expect((await ledger.ledger(T, 100_000)).some((e) => e.requestId?.startsWith('old_') || e.requestId?.startsWith('mid_'))).toBe(false);
+    expect((await ledger.settle(settleInput('mid_5', 1, { now: NOW + 8 * 86_400_000 }))).applied).toBe(true);
+    expect(await ledger.settle(settleInput('new_5', 1, { now: NOW + 8 * 86_400_000 }))).toStrictEqual(settled(false, 1, 0));
+  });
+
+  it('refuses a limit below one', () => {
+    expect(() => createMemoryLedger({ maxRecords: 0 })).toThrow(TypeError);
+    expect(() => createMemoryLedger({ maxFinishedHolds: 1.5 })).toThrow(TypeError);
+    expect(() => createMemoryLedger({ retention: { usageRecordMs: 0, ledgerMs: 1 } })).toThrow(TypeError);
+  });
+});
+
 // ---------------------------------------------------------------- redis
 
 describe('redis', () => {

@@ -3,7 +3,8 @@ import type { Store } from './contract.js';
 import type { Ledger } from './ledger-contract.js';
 import { createMemoryLedger } from './memory-ledger.js';
 import { createMemoryStore } from './memory.js';
-import { createRedisLedger, retentionFromDays } from './redis-ledger.js';
+import { createRedisLedger } from './redis-ledger.js';
+import { retentionFromDays } from './retention.js';
 import { createRedisStore } from './redis.js';
 import { redisClientOptions } from './redis-client-options.js';
 import type { AccountStore } from './account-contract.js';
@@ -20,7 +21,7 @@ export function createStore(cfg: Config): Store {
 
 export function createLedger(cfg: Config): Ledger {
   return cfg.store.kind === 'memory'
-    ? createMemoryLedger()
+    ? createMemoryLedger({ retention: retentionFromDays(cfg.retention) })
     : createRedisLedger({
         ...storeTarget(cfg.store),
         prefix: cfg.brand,

@@ -23,11 +23,18 @@
  *   key; a deduct never takes the balance below what open requests hold.
  * - inputs are validated (`TypeError`), results are fresh copies, and after
  *   close() every method rejects with `StoreUnavailableError`.
+ * - history is bounded as in Redis: usage records and ledger entries go once
+ *   older than their retention, a finished hold (settled, released) is
+ *   forgotten FINISHED_HOLD_MS after it finished; and, since all of it lives in
+ *   the sidecar's heap, at most `maxRecords` usage records and ledger entries
+ *   and `maxFinishedHolds` finished holds are kept per tenant (the oldest go
+ *   first). "Now" is the latest instant any operation was given.
  *
  * Every method is async and runs its whole read-modify-write synchronously,
  * so each operation is atomic with respect to the others.
  */
 import { StoreUnavailableError } from './contract.js';
+import { checkRetention, DEFAULT_RETENTION, FINISHED_HOLD_MS, type StreamRetention } from './retention.js';
 import { checkAdjust, checkLease, checkListing, checkMove, checkRenew, checkReserve, checkSettle, day, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 import {
   type AccountState,
@@ -92,6 +99,38 @@ interface TenantState {
   /** idempotency key → the entry written the first time. */
   readonly adjustments: Map<string, LedgerEntry>;
   seq: number;
+  /** When each ledger entry and usage record was written, oldest first (for trimming). */
+  readonly ledgerAt: number[];
+  readonly usageAt: number[];
+  /** Holds that finished (settled, released), oldest first, and when. */
+  readonly finished: string[];
+  readonly finishedAt: number[];
+  /** Records written since the last trim. */
+  sinceTrim: number;
+}
+
+export interface MemoryLedgerOptions {
+  /** Usage records and ledger entries older than this are trimmed (default: the configuration's defaults). */
+  readonly retention?: StreamRetention;
+  /** Per tenant, at most this many usage records and this many ledger entries are kept (default 5,000 each). */
+  readonly maxRecords?: number;
+  /**
+   * Per tenant, at most this many finished holds are remembered (default 10,000): a settlement,
+   * release or reserve repeated for a request id forgotten since counts as new.
+   */
+  readonly maxFinishedHolds?: number;
+}
+
+/** The trim runs after this many records (or once a list is an eighth over its limit): amortised, like Redis's `MINID ~`. */
+const TRIM_EVERY = 1_000;
+
+/** Drops the oldest items while over `max` or older than `cutoff`; returns them. */
+function trimOldest<T>(items: T[], at: number[], max: number, cutoff: number): T[] {
+  let k = 0;
+  const over = items.length - max;
+  while (k < items.length && (k < over || (at[k] as number) < cutoff)) k += 1;
+  at.splice(0, k);
+  return items.splice(0, k);
 }
 
 // ---------------------------------------------------------------- copies
@@ -124,9 +163,18 @@ function newestFirst<T>(items: readonly T[], limit: number, copy: (item: T) => T
 
 // ---------------------------------------------------------------- ledger
 
-export function createMemoryLedger(): Ledger {
+export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
+  const retention = checkRetention(opts.retention ?? DEFAULT_RETENTION);
+  const maxRecords = opts.maxRecords ?? 5_000;
+  const maxFinishedHolds = opts.maxFinishedHolds ?? 10_000;
+  for (const n of [maxRecords, maxFinishedHolds]) {
+    if (!Number.isSafeInteger(n) || n < 1) throw new TypeError('maxRecords and maxFinishedHolds must be whole numbers >= 1');
+  }
   const tenants = new Map<string, TenantState>();
   let closed = false;
+  /** The latest instant an operation was given (release and claim take none). */
+  let clock = 0;
+  const at = (now: number): number => (clock = Math.max(clock, now));
 
   function open(): void {
     if (closed) throw new StoreUnavailableError(new Error('memory ledger is closed'));
@@ -150,6 +198,11 @@ export function createMemoryLedger(): Ledger {
         byDay: new Map(),
         adjustments: new Map(),
         seq: 0,
+        ledgerAt: [],
+        usageAt: [],
+        finished: [],
+        finishedAt: [],
+        sinceTrim: 0,
       };
       tenants.set(tenantId, t);
     }
@@ -160,7 +213,32 @@ export function createMemoryLedger(): Ledger {
     t.seq += 1;
     const stored: LedgerEntry = { id: String(t.seq), ...entry };
     t.ledger.push(stored);
+    t.ledgerAt.push(clock);
+    written(t);
     return stored;
+  }
+
+  function recordUsage(t: TenantState, record: UsageRecord): void {
+    t.usage.push(record);
+    t.usageAt.push(clock);
+    written(t);
+  }
+
+  /** A hold left 'held' (or was written finished): remembered for replays for a while. */
+  function finishedHold(t: TenantState, requestId: string): void {
+    t.finished.push(requestId);
+    t.finishedAt.push(clock);
+    written(t);
+  }
+
+  function written(t: TenantState): void {
+    t.sinceTrim += 1;
+    const over = (list: readonly unknown[], max: number) => list.length > max + Math.ceil(max / 8);
+    if (t.sinceTrim < TRIM_EVERY && !over(t.usage, maxRecords) && !over(t.ledger, maxRecords) && !over(t.finished, maxFinishedHolds)) return;
+    t.sinceTrim = 0;
+    trimOldest(t.usage, t.usageAt, maxRecords, clock - retention.usageRecordMs);
+    trimOldest(t.ledger, t.ledgerAt, maxRecords, clock - retention.ledgerMs);
+    for (const requestId of trimOldest(t.finished, t.finishedAt, maxFinishedHolds, clock - FINISHED_HOLD_MS)) if (t.holds.get(requestId)?.state !== 'held') t.holds.delete(requestId);
   }
 
   function releaseHold(t: TenantState, requestId: string, hold: Hold): void {
@@ -168,6 +246,7 @@ export function createMemoryLedger(): Ledger {
     if (hold.lease === true) t.leased -= hold.amount;
     hold.state = 'released';
     t.open.delete(requestId);
+    finishedHold(t, requestId);
   }
 
   /** Counters of the minute, dropping minutes that can no longer matter. */
@@ -194,6 +273,7 @@ export function createMemoryLedger(): Ledger {
     async reserve(raw): Promise<ReserveOutcome> {
       open();
       const input = checkReserve(raw);
+      at(input.now);
       const existing = tenants.get(input.tenantId);
       if (existing?.holds.has(input.requestId) === true) return { ok: true, replay: true };
 
@@ -242,6 +322,7 @@ export function createMemoryLedger(): Ledger {
     async extendLease(raw) {
       open();
       const input = checkLease(raw);
+      at(input.now);
       const existing = tenants.get(input.tenantId);
       const lease = existing?.holds.get(input.leaseId);
       if (existing !== undefined && lease?.state === 'held' && lease.gen !== existing.leaseGen) {
@@ -277,6 +358,7 @@ export function createMemoryLedger(): Ledger {
     async moveFromLease(raw) {
       open();
       const input = checkMove(raw);
+      at(input.now);
       const t = tenants.get(input.tenantId);
       if (t?.holds.has(input.requestId) === true) return 'exists';
       const lease = t?.holds.get(input.leaseId);
@@ -306,6 +388,7 @@ export function createMemoryLedger(): Ledger {
     async settle(raw): Promise<SettleOutcome> {
       open();
       const input = checkSettle(raw);
+      at(input.now);
       const t = state(input.tenantId);
       const hold = t.holds.get(input.requestId);
       if (hold?.state === 'settled') return { applied: false, charged: hold.charged, uncovered: 0 };
@@ -343,6 +426,7 @@ export function createMemoryLedger(): Ledger {
         hold.state = 'settled';
         hold.charged = charged;
       }
+      finishedHold(t, input.requestId);
       if (charged > 0) {
         append(t, {
           time: new Date(input.now).toISOString(),
@@ -353,7 +437,7 @@ export function createMemoryLedger(): Ledger {
           reason: null,
         });
       }
-      t.usage.push({ ...input.usage, cost: charged });
+      recordUsage(t, { ...input.usage, cost: charged });
       const dayKey = `${input.day}\u0000${input.usage.alias}`;
       const prev = t.byDay.get(dayKey);
       t.byDay.set(dayKey, {
@@ -376,6 +460,7 @@ export function createMemoryLedger(): Ledger {
       if (!hold) {
         // A tombstone: a later reserve for this request is a replay and holds nothing.
         t.holds.set(requestId, { amount: 0, state: 'released', expiresAt: 0, deadline: 0, owner: '', period: '', keyId: null, charged: 0 });
+        finishedHold(t, requestId);
         return false;
       }
       if (hold.state !== 'held') return false;
@@ -397,6 +482,7 @@ export function createMemoryLedger(): Ledger {
     async renewLeases(tenantId, requestIds, now, leaseSeconds) {
       open();
       checkRenew(tenantId, requestIds, now, leaseSeconds);
+      at(now);
       const t = tenants.get(tenantId);
       let n = 0;
       for (const requestId of requestIds) {
@@ -423,6 +509,7 @@ export function createMemoryLedger(): Ledger {
       open();
       nonEmpty(tenantId, 'tenantId');
       instant(now, 'now');
+      at(now);
       const t = tenants.get(tenantId);
       if (t === undefined) return 0;
       let count = 0;
@@ -460,6 +547,7 @@ export function createMemoryLedger(): Ledger {
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
       open();
       checkAdjust(tenantId, amount, idempotencyKey, reason, now);
+      at(now);
 
       const existing = tenants.get(tenantId);
       const first = existing?.adjustments.get(idempotencyKey);

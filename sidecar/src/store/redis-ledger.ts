@@ -31,6 +31,7 @@
  * release look at the hold's state, so a command resent after a reconnect is
  * applied once. Settled holds are kept 7 days for that purpose.
  */
+import { checkRetention, DEFAULT_RETENTION, type StreamRetention } from './retention.js';
 import {
   InsufficientBalanceError,
   type AccountState,
@@ -347,19 +348,6 @@ const fields = (flat: string[]): Record<string, string> => {
 const num = (v: string | undefined | null): number => (v ? Number(v) : 0);
 const streamTime = (id: string): string => new Date(Number(id.split('-')[0])).toISOString();
 
-const DAY_MS = 86_400_000;
-
-/** How long stream entries are kept, in milliseconds (tests use short ones). */
-export interface StreamRetention {
-  readonly usageRecordMs: number;
-  readonly ledgerMs: number;
-}
-
-/** The config's retention (days) in milliseconds. */
-export function retentionFromDays(r: { usageRecordDays: number; ledgerDays: number }): StreamRetention {
-  return { usageRecordMs: r.usageRecordDays * DAY_MS, ledgerMs: r.ledgerDays * DAY_MS };
-}
-
 export type RedisLedgerOptions = RedisTarget & {
   readonly prefix: string;
   readonly connectTimeoutMs?: number;
@@ -381,10 +369,7 @@ export type RedisLedgerOptions = RedisTarget & {
 const REPLICA_WAIT_MS = 500;
 
 export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
-  const retention = opts.retention ?? retentionFromDays({ usageRecordDays: 90, ledgerDays: 400 });
-  for (const ms of [retention.usageRecordMs, retention.ledgerMs]) {
-    if (!Number.isSafeInteger(ms) || ms <= 0) throw new TypeError('retention must be a positive whole number of milliseconds');
-  }
+  const retention = checkRetention(opts.retention ?? DEFAULT_RETENTION);
   const replicaAcks = opts.replicaAcks ?? 0;
   if (!Number.isSafeInteger(replicaAcks) || replicaAcks < 0) throw new TypeError('replicaAcks must be a whole number >= 0');
   const { client, redis, close } = connectRedis(opts, {
