@@ -124,6 +124,9 @@ export interface MemoryLedgerOptions {
 /** The trim runs after this many records (or once a list is an eighth over its limit): amortised, like Redis's `MINID ~`. */
 const TRIM_EVERY = 1_000;
 
+/** A list an eighth over its limit is trimmed at once, before TRIM_EVERY writes. */
+const over = (list: readonly unknown[], max: number): boolean => list.length > max + Math.ceil(max / 8);
+
 /** Drops the oldest items while over `max` or older than `cutoff`; returns them. */
 function trimOldest<T>(items: T[], at: number[], max: number, cutoff: number): T[] {
   let k = 0;
@@ -233,7 +236,6 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
 
   function written(t: TenantState): void {
     t.sinceTrim += 1;
-    const over = (list: readonly unknown[], max: number) => list.length > max + Math.ceil(max / 8);
     if (t.sinceTrim < TRIM_EVERY && !over(t.usage, maxRecords) && !over(t.ledger, maxRecords) && !over(t.finished, maxFinishedHolds)) return;
     t.sinceTrim = 0;
     trimOldest(t.usage, t.usageAt, maxRecords, clock - retention.usageRecordMs);
