@@ -1575,9 +1575,33 @@ describe('memory ledger: bounded history (it lives in the sidecar heap)', () => 
     expect(await ledger.settle(settleInput('new_5', 1, { now: NOW + 8 * 86_400_000 }))).toStrictEqual(settled(false, 1, 0));
   });
 
+  it('trims down to the limit exactly once a list is an eighth over it; an entry exactly at the retention cutoff stays', async () => {
+    const ledger = createMemoryLedger({ maxRecords: 8, retention: { usageRecordMs: 1_000, ledgerMs: 100_000 } });
+    await grant(ledger, 1_000_000);
+    await settleMany(ledger, 9, NOW); // 9 records: within 8 + 1
+    expect(await ledger.usageRecords(T, 100)).toHaveLength(9);
+    await settleMany(ledger, 1, NOW, 0, 'tenth'); // 10 > 9: back to the newest 8
+    const kept = await ledger.usageRecords(T, 100);
+    expect(kept.map((r) => r.requestId)).toEqual(['tenth_0', 'r_8', 'r_7', 'r_6', 'r_5', 'r_4', 'r_3', 'r_2']);
+    expect(await ledger.ledger(T, 100)).toHaveLength(8);
+    // Retention: a record exactly at the cutoff stays; a millisecond later it goes. (The finished
+    // holds' limit of 1 makes every third settlement run the trim.)
+    const fresh = createMemoryLedger({ maxRecords: 10, maxFinishedHolds: 1, retention: { usageRecordMs: 1_000, ledgerMs: 1_000 } });
+    await grant(fresh, 1_000);
+    const at = async (rid: string, now: number) => fresh.settle(settleInput(rid, 1, { now }));
+    await at('a', NOW);
+    await at('b', NOW + 500);
+    await at('c', NOW + 1_000); // trims with the cutoff at NOW: a stays
+    expect((await fresh.usageRecords(T, 10)).map((r) => r.requestId)).toEqual(['c', 'b', 'a']);
+    await at('d', NOW + 1_001);
+    await at('e', NOW + 1_001); // trims with the cutoff at NOW + 1: a goes
+    expect((await fresh.usageRecords(T, 10)).map((r) => r.requestId)).toEqual(['e', 'd', 'c', 'b']);
+  });
+
   it('refuses a limit below one', () => {
     expect(() => createMemoryLedger({ maxRecords: 0 })).toThrow(TypeError);
     expect(() => createMemoryLedger({ maxFinishedHolds: 1.5 })).toThrow(TypeError);
+    expect(() => createMemoryLedger({ maxRecords: 1, maxFinishedHolds: 1 })).not.toThrow();
     expect(() => createMemoryLedger({ retention: { usageRecordMs: 0, ledgerMs: 1 } })).toThrow(TypeError);
   });
 });
