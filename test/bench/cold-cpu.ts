@@ -67,7 +67,6 @@ export function coldCpuTable(c: ColdCpu): string {
   );
 }
 
-export const slowdownAfter = (c: ColdCpu, pauseMs: number): number => (c.rows.find((r) => r.pauseMs === pauseMs)?.p50Us ?? NaN) / c.rows[0]!.p50Us;
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const samples = Number(process.env.COLD_SAMPLES ?? 400);
