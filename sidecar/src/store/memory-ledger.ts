@@ -397,7 +397,8 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
 
       let charged: number;
       let uncovered: number;
-      if (hold?.state === 'held') {
+      const wasHeld = hold?.state === 'held';
+      if (wasHeld) {
         charged = Math.min(input.charge, hold.amount);
         uncovered = input.charge - charged;
         t.held -= hold.amount;
@@ -428,7 +429,8 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
         hold.state = 'settled';
         hold.charged = charged;
       }
-      finishedHold(t, input.requestId);
+      // A hold released before (or reaped) is on the finished list already.
+      if (hold === undefined || wasHeld) finishedHold(t, input.requestId);
       if (charged > 0) {
         append(t, {
           time: new Date(input.now).toISOString(),

@@ -31,7 +31,7 @@
  * release look at the hold's state, so a command resent after a reconnect is
  * applied once. Settled holds are kept 7 days for that purpose.
  */
-import { checkRetention, DEFAULT_RETENTION, type StreamRetention } from './retention.js';
+import { checkRetention, DEFAULT_RETENTION, FINISHED_HOLD_MS, type StreamRetention } from './retention.js';
 import {
   InsufficientBalanceError,
   type AccountState,
@@ -73,7 +73,7 @@ if expires > deadline then expires = deadline end
 redis.call('HINCRBY', KEYS[1], 'held', amount)
 redis.call('HSET', KEYS[2], 'amount', amount, 'state', 'held', 'expires', expires, 'deadline', deadline, 'period', ARGV[4],
   'key_id', ARGV[9], 'owner', ARGV[12])
-redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
+redis.call('PEXPIRE', KEYS[2], ttl + ${FINISHED_HOLD_MS})
 redis.call('ZADD', KEYS[3], expires, ARGV[10])
 if rpm >= 0 then redis.call('INCR', KEYS[4]) redis.call('EXPIRE', KEYS[4], 120) end
 if tpm >= 0 then redis.call('INCRBY', KEYS[5], tokens) redis.call('EXPIRE', KEYS[5], 120) end
@@ -133,7 +133,7 @@ if h[1] then
 else
   redis.call('HSET', KEYS[2], 'amount', grant, 'state', 'held', 'expires', expires, 'deadline', deadline, 'period', ARGV[5],
     'key_id', '', 'owner', ARGV[9], 'lease', '1', 'gen', gen)
-  redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
+  redis.call('PEXPIRE', KEYS[2], ttl + ${FINISHED_HOLD_MS})
 end
 redis.call('ZADD', KEYS[3], expires, ARGV[10])
 return {grant, total + grant, 0}`;
@@ -165,7 +165,7 @@ local expires = now + tonumber(ARGV[4])
 if expires > deadline then expires = deadline end
 redis.call('HSET', KEYS[2], 'amount', amount, 'state', 'held', 'expires', expires, 'deadline', deadline, 'period', ARGV[5],
   'key_id', ARGV[6], 'owner', ARGV[7])
-redis.call('PEXPIRE', KEYS[2], ttl + 604800000)
+redis.call('PEXPIRE', KEYS[2], ttl + ${FINISHED_HOLD_MS})
 redis.call('ZADD', KEYS[3], expires, ARGV[8])
 return 1`;
 
@@ -204,7 +204,7 @@ if charged ~= 0 then
   redis.call('PEXPIRE', KEYS[4], ARGV[16])
 end
 redis.call('HSET', KEYS[2], 'state', 'settled', 'charged', charged, 'amount', holdAmt)
-redis.call('PEXPIRE', KEYS[2], 604800000)
+redis.call('PEXPIRE', KEYS[2], ${FINISHED_HOLD_MS})
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('XADD', KEYS[5], 'MINID', '~', cutoff(ARGV[17]), '*', 'time', ARGV[15], 'tenant', ARGV[6], 'key_id', ARGV[7], 'alias', ARGV[8], 'model', ARGV[9],
   'prompt', ARGV[10], 'completion', ARGV[11], 'total', ARGV[12], 'requests', ARGV[13], 'request_id', ARGV[1], 'cost', charged, 'estimated', ARGV[14])
@@ -222,7 +222,7 @@ if not h[1] then
   -- A tombstone: a reserve for this request that arrives late (sent before an
   -- outage, executed after it) finds the hold taken and changes nothing.
   redis.call('HSET', KEYS[2], 'state', 'released', 'amount', 0)
-  redis.call('PEXPIRE', KEYS[2], 604800000)
+  redis.call('PEXPIRE', KEYS[2], ${FINISHED_HOLD_MS})
   return 0
 end
 if h[1] ~= 'held' then return 0 end
