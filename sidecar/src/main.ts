@@ -172,6 +172,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     // The settlement's store command is written now, in the tick that handed the last
     // answer to gRPC and before that answer leaves (HTTP/2 frames go out from a native
     // immediate after this tick): a crash can never leave a delivered answer unbilled.
+    // (The in-memory store's settlement runs one turn later: it dies with the process.)
     if (s.held !== null && s.principal) {
       const tenantId = s.principal.tenantId;
       billing

@@ -1,7 +1,10 @@
 /**
  * Where a JSON chat's time goes at one connection: bare Envoy, the floor
- * (the gateway's Envoy on the no-op sidecar), the memory-store gateway and
- * the Redis-store gateway with the credit check on, started as the bench
+ * (the gateway's Envoy on the no-op sidecar), the floor with answers shaped
+ * like the gateway's (the same header edits, the body replaced, dynamic
+ * metadata: what Envoy itself spends applying the gateway's answers), the
+ * memory-store gateway and the Redis-store gateway with the credit check on,
+ * started as the bench
  * starts them (targets.ts) and sent chats in turn, one at a time. Prints, p50
  * over the requests, the phases Envoy's access log times (the ext_authz check,
  * the request body's ext_proc round trip, the provider, the response's
@@ -95,13 +98,14 @@ function targetsOf(t: Targets): Target[] {
   return [
     provider('bare Envoy', t.bareUrl),
     provider('floor', t.floorUrl),
+    provider('floor, shaped answers', t.shapedFloorUrl ?? ''),
     gateway('memory store', t.gateway),
     gateway('Redis, credit check on', t.variant('credit').gateway),
   ];
 }
 
 installCleanupHandlers();
-const t = await startTargets({ variants: ['credit'] });
+const t = await startTargets({ variants: ['credit'], shapedFloor: true });
 try {
   const targets = targetsOf(t);
   for (let i = 0; i < REQUESTS; i++) {
@@ -149,7 +153,7 @@ try {
         ...rows.map(([what, f]): string[] => [what, ...targets.map((_, i) => p50(i, f))]),
         await sidecarRow('sidecar: an authorization, mean (its /metrics)', 'gateway_phase_duration_seconds', 'phase="authorization"'),
         await sidecarRow('sidecar: a ledger operation (hold or settlement), mean', 'gateway_store_operation_duration_seconds', 'store="ledger",result="ok"'),
-        ['Redis: one script (EVALSHA), mean of its own time', '-', '-', '-', fmt(evalsha)],
+        ['Redis: one script (EVALSHA), mean of its own time', ...targets.map((x) => (x.gateway === credit.gateway ? fmt(evalsha) : '-'))],
       ],
     )}\n`,
   );

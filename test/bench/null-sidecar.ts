@@ -21,25 +21,45 @@ import type { ServerDuplexStream, ServerUnaryCall, sendUnaryData } from '@grpc/g
 import { startGrpcServer } from '../../sidecar/src/adapters/grpc-server.js';
 import type { AuthorizationServer, CheckRequest, CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
 import type { ExternalProcessorServer, ProcessingRequest, ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
-import { plainHeader } from '../../sidecar/src/adapters/envoy/headers.js';
+import { plainHeader, rawHeader } from '../../sidecar/src/adapters/envoy/headers.js';
 
 const STREAM_FLAG = /"stream"\s*:\s*true/;
+
+/**
+ * FLOOR_SHAPES=1: every answer has the shape of the gateway's (the same header edits, the
+ * body replaced by the same bytes, dynamic metadata to ext_proc and to the access log),
+ * still computed by no gateway code. Compared with the plain floor, it shows what Envoy
+ * itself spends applying the gateway's answers (docs/benchmark.md).
+ */
+const SHAPES = process.env.FLOOR_SHAPES === '1';
+/** Request headers the gateway lets through to the provider, or sets itself (authz-service.ts). */
+const KEPT = new Set(['host', 'accept', 'x-request-id', 'x-forwarded-proto', 'authorization', 'content-type', 'accept-encoding', 'content-length']);
+const PRINCIPAL = { tenant_id: 'tenant-bench', subject_id: 'key-bench', auth_method: 'api_key', scopes: 'ai', key_id: 'key-bench', role: '', held: '123456', leased: '1' };
+/** What the gateway's last answer leaves for the access log (ext-proc-service.ts accessLogFields). */
+const ACCESS_LOG = { gateway: { outcome: 'ok', alias: 'svc-core', prompt_tokens: 12, completion_tokens: 34, usage_estimated: 'false' } };
+/** Provider response headers the gateway keeps (exchange.ts); the rest are removed. */
+const RESPONSE_KEPT = new Set([':status', 'content-type', 'content-length', 'date', 'cache-control', 'transfer-encoding', 'vary', 'connection']);
 
 function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationServer {
   const auth = plainHeader('authorization', `Bearer ${upstreamKey}`);
   return {
     check(call: ServerUnaryCall<CheckRequest, CheckResponse>, cb: sendUnaryData<CheckResponse>) {
-      const body = call.request.attributes?.request?.http?.rawBody ?? Buffer.alloc(0);
+      const http = call.request.attributes?.request?.http;
+      const body = http?.rawBody ?? Buffer.alloc(0);
       const stream = STREAM_FLAG.test(Buffer.from(body).toString('latin1'));
+      const names = SHAPES ? Object.keys(http?.headers ?? {}).concat((http?.headerMap?.headers ?? []).map((h) => h.key)) : [];
       cb(null, {
         status: { code: 0, message: '', details: [] },
         okResponse: {
-          headers: [auth, plainHeader(flowHeader, stream ? 'stream' : 'buffer')],
-          headersToRemove: [],
+          headers: SHAPES
+            ? [auth, plainHeader('content-type', 'application/json'), plainHeader('accept-encoding', 'identity'), plainHeader(flowHeader, stream ? 'stream' : 'buffer'), plainHeader('content-length', String(body.length))]
+            : [auth, plainHeader(flowHeader, stream ? 'stream' : 'buffer')],
+          headersToRemove: SHAPES ? [...new Set(names)].filter((n) => !n.startsWith(':') && !KEPT.has(n) && n !== flowHeader) : [],
           responseHeadersToAdd: [],
           queryParametersToSet: [],
           queryParametersToRemove: [],
         },
+        dynamicMetadata: SHAPES ? PRINCIPAL : undefined,
       } as CheckResponse);
     },
   };
@@ -48,16 +68,36 @@ function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationServer
 function nullExtProc(): ExternalProcessorServer {
   return {
     process(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
+      // FLOOR_SHAPES: a JSON answer's headers wait for its body, as the gateway's do (content-length).
+      let heldHeaders: ProcessingResponse | null = null;
+      const collected: Buffer[] = [];
       call.on('data', (req: ProcessingRequest) => {
         const common = { status: 0, clearRouteCache: false };
         if (req.requestBody) {
-          call.write({ requestDrain: false, requestBody: { response: common } });
+          const bodyMutation = SHAPES ? { body: Buffer.from(req.requestBody.body) } : undefined;
+          call.write({ requestDrain: false, requestBody: { response: { ...common, bodyMutation } } });
         } else if (req.responseHeaders) {
-          call.write({ requestDrain: false, responseHeaders: { response: common } });
+          const names = (req.responseHeaders.headers?.headers ?? []).map((h) => h.key);
+          const json = names.includes('content-length');
+          const remove = SHAPES ? names.filter((n) => !RESPONSE_KEPT.has(n)) : [];
+          const headerMutation = SHAPES ? { setHeaders: [], removeHeaders: json ? remove : [...remove, 'content-length'] } : undefined;
+          const res: ProcessingResponse = { requestDrain: false, responseHeaders: { response: { ...common, headerMutation } } };
+          if (SHAPES && json) heldHeaders = res;
+          else call.write(res);
         } else if (req.responseBody) {
-          const { body, endOfStream } = req.responseBody;
+          const { endOfStream } = req.responseBody;
+          let body = req.responseBody.body;
+          if (heldHeaders) {
+            // Collected to its end, then sent whole behind its headers (as the gateway does).
+            collected.push(Buffer.from(body));
+            if (!endOfStream) return;
+            body = Buffer.concat(collected);
+            heldHeaders.responseHeaders!.response!.headerMutation!.setHeaders.push(rawHeader('content-length', String(body.length)));
+            call.write(heldHeaders);
+            heldHeaders = null;
+          }
           const response = { ...common, bodyMutation: { streamedResponse: { body, endOfStream, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } } };
-          call.write({ requestDrain: false, responseBody: { response } });
+          call.write({ requestDrain: false, responseBody: { response }, ...(SHAPES && endOfStream ? { dynamicMetadata: ACCESS_LOG } : {}) });
           if (endOfStream) call.end();
         } else if (req.responseTrailers) {
           call.write({ requestDrain: false, responseTrailers: {} });

@@ -84,6 +84,11 @@ export interface Targets {
   readonly bareUrl: string;
   /** Floor base URL without /v1: the gateway's Envoy bootstrap on the no-op sidecar (null-sidecar.ts). */
   readonly floorUrl: string;
+  /**
+   * The same floor with answers shaped like the gateway's (FLOOR_SHAPES in null-sidecar.ts),
+   * when TargetOptions.shapedFloor asked for it; else null.
+   */
+  readonly shapedFloorUrl: string | null;
   /** Gateway base URL including /v1. */
   readonly gatewayBase: string;
   /** A gateway key with scope ai. */
@@ -170,6 +175,8 @@ function concurrencyOf(pid: number | undefined): number | null {
 export interface TargetOptions {
   /** Extra gateways to start besides the main one. */
   readonly variants?: readonly GatewayVariant[];
+  /** Also a floor whose answers have the gateway's shape (what Envoy spends applying them). */
+  readonly shapedFloor?: boolean;
   readonly echo?: boolean;
 }
 
@@ -221,26 +228,31 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   await bareEnvoy.waitForLive(`http://${gw.config.listen.envoyAdmin.host}:${adminPort}/ready`, 20_000);
 
   // The floor: the gateway's own bootstrap (same filters and ext_proc modes) against the no-op sidecar.
-  const nullSocket = `unix:${join(benchDir, 'null-sidecar.sock')}`;
   const flowHeader = flowHeaderName(gw.config.brand);
-  const nullSidecar = new ManagedProcess('null-sidecar', process.execPath, ['--import', 'tsx', NULL_SIDECAR, nullSocket, gw.upstreamKey, flowHeader], {
-    echo: opts.echo,
-    env: { ...process.env, TMPDIR: REAL_TMPDIR },
-  });
-  cleanups.push(() => nullSidecar.stop());
-  await nullSidecar.waitForLine((l) => (l === 'READY' ? true : undefined), 20_000);
-  const [floorPort, floorAdminPort] = await Promise.all([freePort(), freePort()]);
-  const floorFull = buildEnvoyBootstrap(gw.config, { sidecarAddress: nullSocket });
-  const floorPath = join(benchDir, 'envoy-floor.yaml');
-  writeFileSync(floorPath, toYaml(relocatedBootstrap(floorFull, { suffix: 'floor', listenPort: floorPort, adminPort: floorAdminPort })));
-  const floorEnvoy = new ManagedProcess(
-    'envoy-floor',
-    envoyBin,
-    ['-c', floorPath, '--log-level', 'warn', '--use-dynamic-base-id', '--concurrency', String(concurrency)],
-    { echo: opts.echo },
-  );
-  cleanups.push(() => floorEnvoy.stop());
-  await floorEnvoy.waitForLive(`http://${gw.config.listen.envoyAdmin.host}:${floorAdminPort}/ready`, 20_000);
+  const startFloor = async (suffix: string, shapes: boolean) => {
+    const socket = `unix:${join(benchDir, `null-sidecar-${suffix}.sock`)}`;
+    const sidecar = new ManagedProcess(`null-sidecar-${suffix}`, process.execPath, ['--import', 'tsx', NULL_SIDECAR, socket, gw.upstreamKey, flowHeader], {
+      echo: opts.echo,
+      env: { ...process.env, TMPDIR: REAL_TMPDIR, FLOOR_SHAPES: shapes ? '1' : '0' },
+    });
+    cleanups.push(() => sidecar.stop());
+    await sidecar.waitForLine((l) => (l === 'READY' ? true : undefined), 20_000);
+    const [port, adminPort] = await Promise.all([freePort(), freePort()]);
+    const path = join(benchDir, `envoy-${suffix}.yaml`);
+    writeFileSync(path, toYaml(relocatedBootstrap(buildEnvoyBootstrap(gw.config, { sidecarAddress: socket }), { suffix, listenPort: port, adminPort })));
+    const envoy = new ManagedProcess(
+      `envoy-${suffix}`,
+      envoyBin,
+      ['-c', path, '--log-level', 'warn', '--use-dynamic-base-id', '--concurrency', String(concurrency)],
+      { echo: opts.echo },
+    );
+    cleanups.push(() => envoy.stop());
+    const admin = `http://${gw.config.listen.envoyAdmin.host}:${adminPort}`;
+    await envoy.waitForLive(`${admin}/ready`, 20_000);
+    return { sidecar, envoy, url: `http://${bareHost}:${port}`, admin };
+  };
+  const floor = await startFloor('floor', false);
+  const shaped = opts.shapedFloor ? await startFloor('floor-shaped', true) : null;
 
   // One after the other: each is a whole topology, and two CPUs starting them at once gain little.
   const variants: VariantTarget[] = [];
@@ -279,7 +291,8 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
   const envoys = [
     { label: 'envoy', proc: gatewayEnvoy },
     { label: 'envoy-bare', proc: bareEnvoy },
-    { label: 'envoy-floor', proc: floorEnvoy },
+    { label: 'envoy-floor', proc: floor.envoy },
+    ...(shaped ? [{ label: 'envoy-floor-shaped', proc: shaped.envoy }] : []),
     ...variants.map((v) => ({ label: `envoy(${v.name})`, proc: v.gateway.stack.process('envoy') })),
   ];
 
@@ -290,7 +303,8 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
     simulatorUrl: gw.stack.simulatorUrl,
     upstreamKey: gw.upstreamKey,
     bareUrl: `http://${bareHost}:${listenPort}`,
-    floorUrl: `http://${bareHost}:${floorPort}`,
+    floorUrl: floor.url,
+    shapedFloorUrl: shaped?.url ?? null,
     gatewayBase: gw.base,
     gatewayKey: gw.key,
     gateway: gw,
@@ -301,8 +315,8 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
       const out: Record<string, number | undefined> = {};
       for (const p of gw.stack.processes) out[p.name] = p.pid;
       out['envoy-bare'] = bareEnvoy.pid;
-      out['envoy-floor'] = floorEnvoy.pid;
-      out['null-sidecar'] = nullSidecar.pid;
+      out['envoy-floor'] = floor.envoy.pid;
+      out['null-sidecar'] = floor.sidecar.pid;
       return out;
     },
     envoyLines(url) {
@@ -310,7 +324,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
       const byOrigin: Array<[string, ManagedProcess]> = [
         [new URL(gw.base).origin, gatewayEnvoy],
         [new URL(`http://${bareHost}:${listenPort}`).origin, bareEnvoy],
-        [new URL(`http://${bareHost}:${floorPort}`).origin, floorEnvoy],
+        ...[floor, shaped].flatMap((f) => (f ? [[new URL(f.url).origin, f.envoy] as [string, ManagedProcess]] : [])),
         ...variants.map((v) => [new URL(v.base).origin, v.gateway.stack.process('envoy')] as [string, ManagedProcess]),
       ];
       const found = byOrigin.find(([o]) => o === origin);
@@ -321,7 +335,7 @@ export async function startTargets(opts: TargetOptions = {}): Promise<Targets> {
       const origin = new URL(url).origin;
       const admins: Array<[string, string]> = [
         [new URL(gw.base).origin, gw.stack.envoyAdminUrl],
-        [new URL(`http://${bareHost}:${floorPort}`).origin, `http://${gw.config.listen.envoyAdmin.host}:${floorAdminPort}`],
+        ...[floor, shaped].flatMap((f) => (f ? [[new URL(f.url).origin, f.admin] as [string, string]] : [])),
         ...variants.map((v) => [new URL(v.base).origin, v.gateway.stack.envoyAdminUrl] as [string, string]),
       ];
       return admins.find(([o]) => o === origin)?.[1] ?? null;

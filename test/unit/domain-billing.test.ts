@@ -30,6 +30,35 @@ const quiet = { settled: () => {}, failed: () => {} };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('Billing', () => {
+  it.each([
+    ['a shared store: the settlement is written before finish() returns (before the answer that called it leaves)', false, ['settle', 'returned']],
+    ['an in-process ledger: the settlement runs after the turn that called finish() (the answer has left)', true, ['returned', 'settle']],
+  ] as const)('%s', async (_, inProcess, order) => {
+    const memory = createMemoryLedger();
+    await memory.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    const calls: string[] = [];
+    // The memory ledger's money, seen as the kind of store under test.
+    const ledger: Ledger = Object.assign(Object.create(memory) as Ledger, {
+      inProcess,
+      settle: (input: Parameters<Ledger['settle']>[0]) => {
+        calls.push('settle');
+        return memory.settle(input);
+      },
+    });
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    expect((await billing.admit(principal, ctxOf('a'), 'req-order')).ok).toBe(true);
+    billing.claim('ten_1', 'req-order');
+    const done = billing.finish({ principal, ctx: ctxOf('a'), requestId: 'req-order', usage: { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false }, startedAt: Date.now() });
+    calls.push('returned');
+    await Promise.resolve(); // microtasks alone do not reach an in-process settlement
+    expect(billing.inFlight.finishing).toBe(1); // a stop waits for it either way
+    await done;
+    expect(calls).toEqual(order);
+    const a = await memory.account('ten_1', '2026-11');
+    expect(a.held).toBe(0);
+    expect(a.balance).toBeLessThan(1_000_000);
+  });
+
   it('an admitted request whose response processing never claims it is released after the grace period', async () => {
     const ledger = createMemoryLedger();
     await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());

@@ -195,6 +195,12 @@ export class InsufficientBalanceError extends Error {
 }
 
 export interface Ledger {
+  /**
+   * True when the ledger's state lives in this process (the in-memory store): it dies with
+   * the process, so there is nothing to make durable before an answer leaves, and a
+   * settlement may run after it. Absent: a shared store (Redis), written first.
+   */
+  readonly inProcess?: boolean;
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** Opens a credit lease or adds to an open one (see LeaseInput). Idempotent only in effect: a lease never holds more than its grants. */
   extendLease(input: LeaseInput): Promise<LeaseOutcome>;

@@ -272,6 +272,7 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
   }
 
   return {
+    inProcess: true,
     async reserve(raw): Promise<ReserveOutcome> {
       open();
       const input = checkReserve(raw);

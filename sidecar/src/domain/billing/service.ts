@@ -361,10 +361,17 @@ export class Billing {
     return c;
   }
 
-  /** Settles or releases; never throws (a failed write is journaled and retried). */
+  /**
+   * Settles or releases; never throws (a failed write is journaled and retried). A shared
+   * store's command is written before this returns, so it is on its way before the answer
+   * that called it leaves (a crash cannot leave a delivered answer unbilled). An in-process
+   * ledger dies with the process, so its settlement waits until the answer has left (one
+   * turn of the event loop): the caller does not wait for it (measured in docs/benchmark.md).
+   */
   finish(f: Finished): Promise<void> {
     this.confirming.delete(f.requestId);
-    const done = this.settleOrRelease(f).finally(() => {
+    const settling = this.ledger.inProcess ? new Promise<void>((r) => setImmediate(r)).then(() => this.settleOrRelease(f)) : this.settleOrRelease(f);
+    const done = settling.finally(() => {
       this.live.delete(f.requestId);
       this.finishing.delete(done);
     });
