@@ -31,6 +31,7 @@ afterAll(async () => {
 
 const chat = (content: string) => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }] });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const readyz = async () => (await fetch(`${gw.stack.adminUrl}/readyz`)).status;
 const providerCalls = async () => (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
 
 describe('Redis Cluster failover', () => {
@@ -60,10 +61,12 @@ describe('Redis Cluster failover', () => {
     await cluster.kill(master);
     const killedAt = Date.now();
 
-    // Steady traffic through the gap until the replica serves.
+    // Steady traffic through the gap until the replica serves; readiness asked alongside.
     const during: Array<Awaited<ReturnType<typeof post>>> = [];
+    const readiness: number[] = [await readyz()];
     let servedAgain = false;
     while (!servedAgain && Date.now() - killedAt < 30_000) {
+      readiness.push(await readyz());
       const batch = await Promise.all(Array.from({ length: 3 }, () => post(`${gw.base}/chat/completions`, chat('during'), gw.key)));
       during.push(...batch);
       servedAgain = Date.now() - killedAt > 2_000 && batch.every((r) => r.status === 200);
@@ -72,6 +75,11 @@ describe('Redis Cluster failover', () => {
     const completed = await Promise.all(inFlight);
 
     expect(servedAgain).toBe(true);
+    // The dead master's slots had no master: not ready (a ping to one node would have said ready).
+    expect(readiness[0]).toBe(503);
+    let ready = await readyz();
+    for (const end = Date.now() + 15_000; ready !== 200 && Date.now() < end; ready = await readyz()) await sleep(200);
+    expect(ready).toBe(200); // the promoted replica is every slot's master again
     const refused = during.filter((r) => r.status !== 200);
     expect(refused.length).toBeGreaterThan(0); // the gap was seen…
     for (const r of refused) expectEnvelope(r, 503, 'credits_unavailable'); // …and only ever as credits_unavailable

@@ -109,6 +109,35 @@ export function newRedisClient(
   });
 }
 
+const CLUSTER_SLOTS = 16_384;
+
+/**
+ * Every node that serves keys answers: the one node, or on a Cluster a reachable master
+ * for every slot. A ping to the Cluster client reaches one node only, and the client
+ * forgets a master the moment its connection drops, so a dead master whose slots no
+ * replica has taken over yet would go unnoticed by a readiness check. Slots without a
+ * known master make the client ask the Cluster for its slot map again (it learns of a
+ * promoted replica then, and the next check passes).
+ */
+export async function pingEvery(client: RedisClient): Promise<void> {
+  if (!(client instanceof Cluster)) {
+    await client.ping();
+    return;
+  }
+  const masters = client.nodes('master');
+  const known = new Set(masters.map((n) => `${n.options.host}:${n.options.port}`));
+  let uncovered = 0;
+  for (let slot = 0; slot < CLUSTER_SLOTS; slot++) {
+    const master = client.slots[slot]?.[0];
+    if (master === undefined || !known.has(master)) uncovered++;
+  }
+  if (uncovered > 0) {
+    client.refreshSlotsCache(() => {}); // its failure is the next check's
+    throw new StoreUnavailableError(new Error(`${uncovered} Cluster slots have no reachable master`));
+  }
+  await Promise.all(masters.map((node) => node.ping()));
+}
+
 export interface RedisConnection {
   readonly client: RedisClient;
   /** Runs Redis commands, mapping client/connection failures to contract errors. */

@@ -50,7 +50,7 @@ import {
 } from './ledger-contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
 import { StoreUnavailableError } from './contract.js';
-import { type RedisClient, type RedisTarget, connectRedis, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { type RedisClient, type RedisTarget, connectRedis, pingEvery, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import { checkAdjust, checkLease, checkListing, checkMove, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
@@ -640,7 +640,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     },
 
     async ping() {
-      await redis(() => client.ping());
+      await redis(() => pingEvery(client));
     },
 
     close,

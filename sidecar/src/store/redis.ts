@@ -69,7 +69,7 @@
  * it (at most connectTimeoutMs), so a store used right after creation works.
  */
 import type { RedisClientOptions } from './redis-client-options.js';
-import { type RedisTarget, connectRedis, positive, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { type RedisTarget, connectRedis, pingEvery, positive, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 export { toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import {
   type KeyRecord,
@@ -290,7 +290,7 @@ export function createRedisStore(opts: RedisStoreOptions): Store {
     },
 
     async ping() {
-      await redis(() => client.ping());
+      await redis(() => pingEvery(client));
     },
 
     close,
