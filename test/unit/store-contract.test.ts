@@ -478,6 +478,24 @@ describe('redis cluster', () => {
   });
 });
 
+describe('redis cluster readiness', () => {
+  it('ping needs a reachable master for every slot: one master killed (no replica to take over) and it rejects', async () => {
+    const cluster = await startRedisCluster();
+    const store = createRedisStore({ clusterNodes: cluster.urls, prefix: uniquePrefix() });
+    try {
+      await store.ping();
+      await cluster.kill(await cluster.masterPortFor('any-key'));
+      await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+      // Still refused later: the other masters answer, but a third of the slots has none.
+      await new Promise((r) => setTimeout(r, 300));
+      await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      await store.close();
+      await cluster.stop();
+    }
+  }, 30_000);
+});
+
 describe('redis outages', () => {
   let server: RedisServer;
   const opened: Store[] = [];
