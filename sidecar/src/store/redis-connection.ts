@@ -128,8 +128,7 @@ export async function pingEvery(client: RedisClient): Promise<void> {
   const known = new Set(masters.map((n) => `${n.options.host}:${n.options.port}`));
   let uncovered = 0;
   for (let slot = 0; slot < CLUSTER_SLOTS; slot++) {
-    const master = client.slots[slot]?.[0];
-    if (master === undefined || !known.has(master)) uncovered++;
+    if (!known.has(client.slots[slot]?.[0] ?? '')) uncovered++;
   }
   if (uncovered > 0) {
     client.refreshSlotsCache(() => {}); // its failure is the next check's
