@@ -67,7 +67,6 @@ export function coldCpuTable(c: ColdCpu): string {
   );
 }
 
-
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const samples = Number(process.env.COLD_SAMPLES ?? 400);
   if (!Number.isInteger(samples) || samples < 50) throw new Error('COLD_SAMPLES must be an integer of at least 50');

@@ -114,6 +114,9 @@ const RedisAccess = {
   tls: OutboundTlsSchema.default(DEFAULT_OUTBOUND_TLS),
 };
 
+/** How long usage records and ledger entries are kept unless `retention` says otherwise (both ledgers' default too). */
+export const DEFAULT_RETENTION_DAYS = Object.freeze({ usageRecordDays: 90, ledgerDays: 400 });
+
 export const ConfigSchema = z
   .object({
     brand: z.string().regex(/^[a-z][a-z0-9]{1,15}$/, 'lower-case letters and digits, 2-16 chars').default('svc'),
@@ -282,11 +285,11 @@ export const ConfigSchema = z
      */
     retention: z
       .object({
-        usageRecordDays: z.number().int().min(1).max(3650).default(90),
-        ledgerDays: z.number().int().min(1).max(3650).default(400),
+        usageRecordDays: z.number().int().min(1).max(3650).default(DEFAULT_RETENTION_DAYS.usageRecordDays),
+        ledgerDays: z.number().int().min(1).max(3650).default(DEFAULT_RETENTION_DAYS.ledgerDays),
       })
       .strict()
-      .default({ usageRecordDays: 90, ledgerDays: 400 }),
+      .default({ ...DEFAULT_RETENTION_DAYS }),
     log: z
       .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .strict()

@@ -130,8 +130,8 @@ const over = (list: readonly unknown[], max: number): boolean => list.length > m
 /** Drops the oldest items while over `max` or older than `cutoff`; returns them. */
 function trimOldest<T>(items: T[], at: number[], max: number, cutoff: number): T[] {
   let k = 0;
-  const over = items.length - max;
-  while (k < items.length && (k < over || (at[k] as number) < cutoff)) k += 1;
+  const excess = items.length - max;
+  while (k < items.length && (k < excess || (at[k] as number) < cutoff)) k += 1;
   at.splice(0, k);
   return items.splice(0, k);
 }

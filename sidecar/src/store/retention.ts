@@ -3,6 +3,8 @@
  * ledger entries are trimmed once older than their retention; a finished hold
  * (settled or released) is remembered for replays for FINISHED_HOLD_MS.
  */
+import { DEFAULT_RETENTION_DAYS } from '../config/schema.js';
+
 const DAY_MS = 86_400_000;
 
 /** How long stream entries are kept, in milliseconds (tests use short ones). */
@@ -17,7 +19,7 @@ export function retentionFromDays(r: { usageRecordDays: number; ledgerDays: numb
 }
 
 /** The defaults of the configuration (retention.usageRecordDays, retention.ledgerDays). */
-export const DEFAULT_RETENTION: StreamRetention = Object.freeze(retentionFromDays({ usageRecordDays: 90, ledgerDays: 400 }));
+export const DEFAULT_RETENTION: StreamRetention = Object.freeze(retentionFromDays(DEFAULT_RETENTION_DAYS));
 
 /** A settled or released hold is kept this long after it finished (Redis: the hold key's expiry). */
 export const FINISHED_HOLD_MS = 7 * DAY_MS;
