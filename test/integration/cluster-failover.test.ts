@@ -32,6 +32,8 @@ afterAll(async () => {
 const chat = (content: string) => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }] });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const readyz = async () => (await fetch(`${gw.stack.adminUrl}/readyz`)).status;
+/** The public health path: Envoy asks the sidecar's /readyz (what a load balancer sees). */
+const healthz = async () => (await fetch(`${new URL(gw.base).origin}/healthz`)).status;
 const providerCalls = async () => (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
 
 describe('Redis Cluster failover', () => {
@@ -63,6 +65,7 @@ describe('Redis Cluster failover', () => {
 
     // Readiness right after the kill, then steady traffic through the gap until the replica serves.
     const readyAfterKill = await readyz();
+    const healthAfterKill = await healthz();
     const during: Array<Awaited<ReturnType<typeof post>>> = [];
     let servedAgain = false;
     while (!servedAgain && Date.now() - killedAt < 30_000) {
@@ -76,9 +79,11 @@ describe('Redis Cluster failover', () => {
     expect(servedAgain).toBe(true);
     // The dead master's slots had no master: not ready (a ping to one node would have said ready).
     expect(readyAfterKill).toBe(503);
+    expect(healthAfterKill).toBe(503);
     let ready = await readyz();
     for (const end = Date.now() + 15_000; ready !== 200 && Date.now() < end; ready = await readyz()) await sleep(200);
     expect(ready).toBe(200); // the promoted replica is every slot's master again
+    expect(await healthz()).toBe(200);
     const refused = during.filter((r) => r.status !== 200);
     expect(refused.length).toBeGreaterThan(0); // the gap was seen…
     for (const r of refused) expectEnvelope(r, 503, 'credits_unavailable'); // …and only ever as credits_unavailable
