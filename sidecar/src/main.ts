@@ -238,8 +238,8 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       live,
       onSummary,
       onFailure: () => metrics.error('ext_proc'),
-      claim: (tenantId, requestId, leased) => {
-        if (!billing.claim(tenantId, requestId, leased)) takenOver.add(requestId);
+      claim: ({ tenantId, requestId, leased, lease }) => {
+        if (!billing.claim(tenantId, requestId, leased, lease)) takenOver.add(requestId);
         return billing.confirmation(requestId);
       },
       // Ends a silent stream with an error event a second before Envoy's idle timeout would cut it.

@@ -126,7 +126,8 @@ describe('ext_authz adapter: a check Envoy stopped waiting for', () => {
     const sub = mkdtempSync(join(tmpdir(), 'authz-late-'));
     const ledger = createMemoryLedger();
     await ledger.adjustBalance('ten_1', 1_000_000, 'grant-ten_1', 'grant', Date.now());
-    const billing = new Billing(ledger, cfg.billing, new SettlementJournal(join(sub, 'journal.jsonl')), { settled: () => {}, failed: () => {} });
+    const billing = new Billing(ledger, { ...cfg.billing, creditLease: { ...cfg.billing.creditLease, enabled: false } }, // direct holds, seen in the ledger
+      new SettlementJournal(join(sub, 'journal.jsonl')), { settled: () => {}, failed: () => {} });
     const authorizer = new Authorizer({ brand: 'svc', findKey: async (h) => keys.get(h) ?? null, verifySession: async () => null });
     const gate = new Gate(authorizer, billing, { catalog: new Catalog(cfg.models, 'svc'), defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 }, '/v1', cfg.limits.maxRequestHeaders);
     // The gate finishes (and places the hold) 300 ms after the call arrives.

@@ -5,7 +5,7 @@
  * grows, the cooldown, renewals, the idle sweep, retirement order and the stop.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CreditLeases, type LeaseContext } from '../../sidecar/src/domain/billing/credit-leases.js';
+import { CONFIRMED_WITHIN_MS, CreditLeases, type LeaseContext } from '../../sidecar/src/domain/billing/credit-leases.js';
 import type { LeaseInput, LeaseOutcome, Ledger, MoveInput, MoveOutcome } from '../../sidecar/src/store/ledger-contract.js';
 
 interface Pending<T> {
@@ -58,6 +58,10 @@ function standIn() {
 }
 
 const settle = () => new Promise((r) => setImmediate(r));
+/** Lets the store's last word on every lease grow old: the next admission moves instead of committing. */
+const unconfirmed = () => {
+  now += CONFIRMED_WITHIN_MS + 1;
+};
 
 let now = 1_000_000;
 let ctx: LeaseContext;
@@ -83,48 +87,150 @@ afterEach(() => {
 });
 
 describe('CreditLeases.take', () => {
-  it('admits while the lease has room, to the last micro-unit; not one more', async () => {
+  it('admits while the lease has room, to the last micro-unit; not one more: committed inside it, no store call', async () => {
     const store = standIn();
     const leases = make(store);
     expect(leases.take('ten_1', 'r0', null, 10, '2026-11')).toBeNull(); // no lease yet
     const id = await opened(store, leases, 10, 100);
     expect(leases.leased).toBe(100);
-    for (let i = 0; i < 10; i++) expect(leases.take('ten_1', `r${i + 1}`, 'key_1', 10, '2026-11')).not.toBeNull();
+    for (let i = 0; i < 10; i++) expect(leases.take('ten_1', `r${i + 1}`, 'key_1', 10, '2026-11')).toStrictEqual({ leaseId: id, moved: null });
     expect(leases.leased).toBe(0);
     expect(leases.take('ten_1', 'r11', 'key_1', 1, '2026-11')).toBeNull();
-    expect(store.moves.map((m) => m.input)).toContainEqual(expect.objectContaining({ leaseId: id, requestId: 'r1', amount: 10, keyId: 'key_1', owner: 'inst-1', holdTtlSeconds: 3600, leaseSeconds: 15 }));
+    expect(store.moves).toHaveLength(0);
+    expect(leases.commitment('r1')).toStrictEqual({ id, amount: 10 });
+    expect(leases.commitment('r11')).toBeNull();
     expect(leases.take('ten_2', 'x', null, 0, '2026-11')).toBeNull(); // another tenant has no lease
+  });
+
+  it('commits only while the store confirmed the lease within CONFIRMED_WITHIN_MS and renewed it within two thirds of its lease; otherwise moves', async () => {
+    const store = standIn();
+    const leases = make(store);
+    const start = now;
+    const id = await opened(store, leases, 10, 100);
+    now += CONFIRMED_WITHIN_MS;
+    expect(leases.take('ten_1', 'a', 'key_1', 10, '2026-11')!.moved).toBeNull();
+    now += 1;
+    const b = leases.take('ten_1', 'b', 'key_1', 10, '2026-11')!;
+    expect(b.moved).not.toBeNull();
+    expect(store.moves.map((m) => m.input)).toContainEqual(expect.objectContaining({ leaseId: id, requestId: 'b', amount: 10, keyId: 'key_1', owner: 'inst-1', holdTtlSeconds: 3600, leaseSeconds: 15 }));
+    expect(store.moves[0]!.input.admitted).toBeUndefined(); // an admission: a stale lease refuses it
+    store.moves[0]!.resolve('moved');
+    expect(await b.moved).toBe('moved');
+    // The move confirmed the lease: the next commits again. So does a settlement that found it fresh.
+    expect(leases.take('ten_1', 'c', null, 10, '2026-11')!.moved).toBeNull();
+    unconfirmed();
+    leases.settled('a', false);
+    expect(leases.take('ten_1', 'd', null, 10, '2026-11')!.moved).toBeNull();
+    // Confirmed, but not renewed for 10 s (two thirds of a 15 s lease): moves.
+    now = start + 10_000;
+    leases.settled('c', false);
+    expect(leases.take('ten_1', 'e', null, 10, '2026-11')!.moved).toBeNull();
+    now += 1;
+    leases.settled('d', false);
+    expect(leases.take('ten_1', 'f', null, 10, '2026-11')!.moved).not.toBeNull();
+    // A renewal answered brings commitments back.
+    const renewing = leases.renew();
+    store.renews[0]!.resolve(1);
+    await renewing;
+    expect(leases.take('ten_1', 'g', null, 10, '2026-11')!.moved).toBeNull();
+  });
+
+  it('a settlement reporting the lease stale gives it back after moving what is still committed inside it into holds of their own', async () => {
+    const store = standIn();
+    const leases = make(store);
+    const id = await opened(store, leases, 10, 1_000);
+    leases.take('ten_1', 'a', 'key_1', 10, '2026-11');
+    leases.take('ten_1', 'b', 'key_2', 20, '2026-11');
+    leases.settled('a', true);
+    expect(leases.commitment('a')).toBeNull();
+    expect(leases.take('ten_1', 'c', null, 10, '2026-11')).toBeNull(); // admits no more
+    await settle();
+    expect(store.moves.map((m) => m.input)).toEqual([expect.objectContaining({ leaseId: id, requestId: 'b', amount: 20, keyId: 'key_2', admitted: true })]);
+    expect(leases.commitment('b')).toStrictEqual({ id, amount: 20 }); // until the move is answered
+    expect(store.releases).toEqual([]);
+    store.moves[0]!.resolve('moved');
+    await settle();
+    await settle();
+    expect(leases.commitment('b')).toBeNull(); // a hold of its own now
+    expect(store.calls.slice(-2)).toEqual(['move b', `release ${id}`]);
+  });
+
+  it('releaseLocal gives a commitment back to its lease with no store call; not once the lease is being given back', async () => {
+    const store = standIn();
+    const leases = make(store);
+    await opened(store, leases, 10, 1_000);
+    leases.take('ten_1', 'a', null, 30, '2026-11');
+    leases.take('ten_1', 'b', null, 30, '2026-11');
+    expect(leases.leased).toBe(940);
+    expect(leases.releaseLocal('a')).toBe(true);
+    expect(leases.leased).toBe(970);
+    expect(leases.releaseLocal('a')).toBe(false); // once
+    expect(leases.releaseLocal('never')).toBe(false);
+    const retired = leases.retire('ten_1');
+    expect(store.moves.map((m) => m.input.requestId)).toEqual(['b']); // the retirement moves it out
+    expect(leases.releaseLocal('b')).toBe(false); // so the store releases it (ordered after that move)
+    expect(leases.commitment('b')).toBeNull();
+    expect(leases.leased).toBe(0); // a lease being given back admits nothing
+    store.moves[0]!.resolve('moved');
+    await retired;
+    expect(store.calls).toEqual(['extend', 'move b', `release ${store.extends_[0]!.input.leaseId}`]);
+  });
+
+  it('a commitment whose move fails at retirement stays known (its settlement still names the lease); forgetCommitment drops it', async () => {
+    const store = standIn();
+    const leases = make(store);
+    const id = await opened(store, leases, 10, 100);
+    leases.take('ten_1', 'a', null, 10, '2026-11');
+    const retired = leases.retire('ten_1');
+    await settle();
+    store.moves[0]!.reject(new Error('down'));
+    await retired;
+    expect(failures).toEqual(['lease']);
+    expect(leases.commitment('a')).toStrictEqual({ id, amount: 10 });
+    leases.forgetCommitment('a');
+    expect(leases.commitment('a')).toBeNull();
   });
 
   it("each answer of the store: moved keeps the piece out, exists puts it back, no_lease forgets the lease, a failure gives it back", async () => {
     const store = standIn();
     const leases = make(store);
     const id = await opened(store, leases, 10, 100);
-    const moved = leases.take('ten_1', 'a', null, 10, '2026-11')!;
-    const exists = leases.take('ten_1', 'b', null, 10, '2026-11')!;
+    unconfirmed();
+    const moved = leases.take('ten_1', 'a', null, 10, '2026-11')!.moved!;
+    const exists = leases.take('ten_1', 'b', null, 10, '2026-11')!.moved!;
     store.moves[0]!.resolve('moved');
     store.moves[1]!.resolve('exists');
     expect(await moved).toBe('moved');
     expect(await exists).toBe('exists');
     expect(leases.leased).toBe(90);
 
-    const gone = leases.take('ten_1', 'c', null, 10, '2026-11')!;
+    unconfirmed();
+    const gone = leases.take('ten_1', 'c', null, 10, '2026-11')!.moved!;
     store.moves[2]!.resolve('no_lease');
     expect(await gone).toBe('no_lease');
     expect(leases.leased).toBe(0);
     expect(leases.holds('ten_1')).toBe(false);
     expect(leases.take('ten_1', 'd', null, 1, '2026-11')).toBeNull();
     await settle();
-    expect(store.releases).toEqual([]); // gone in the store: nothing to give back
+    expect(store.releases).toEqual([id]); // given back (a no-op in the store when it is gone there)
 
     const id2 = await opened(store, leases, 10, 50);
     expect(id2).not.toBe(id);
-    const failed = leases.take('ten_1', 'e', null, 10, '2026-11')!;
-    store.moves[3]!.reject(new Error('down'));
+    unconfirmed();
+    const stale = leases.take('ten_1', 'e', null, 10, '2026-11')!.moved!;
+    store.moves[3]!.resolve('stale');
+    expect(await stale).toBe('stale');
+    await settle();
+    expect(store.releases).toEqual([id, id2]); // a cap change: given back
+
+    const id3 = await opened(store, leases, 10, 50);
+    unconfirmed();
+    const failed = leases.take('ten_1', 'f', null, 10, '2026-11')!.moved!;
+    store.moves[4]!.reject(new Error('down'));
     expect(await failed).toBe('failed');
     await settle();
     expect(failures).toEqual(['lease']);
-    expect(store.releases).toEqual([id2]);
+    expect(store.releases).toEqual([id, id2, id3]);
     expect(leases.take('ten_1', 'f', null, 1, '2026-11')).toBeNull();
   });
 
@@ -150,7 +256,7 @@ describe('CreditLeases.take', () => {
     const leases = make(store);
     const id = await opened(store, leases, 10, 100);
     now += 1_799_999;
-    expect(leases.take('ten_1', 'a', null, 10, '2026-11')).not.toBeNull();
+    expect(leases.take('ten_1', 'a', null, 10, '2026-11')!.moved).not.toBeNull(); // not confirmed for half an hour: moved
     store.moves[0]!.resolve('moved');
     now += 1;
     expect(leases.take('ten_1', 'b', null, 10, '2026-11')).toBeNull();
@@ -191,7 +297,12 @@ describe('CreditLeases.grow', () => {
     store.extends_[2]!.resolve({ granted: 0, total: 0, gone: true });
     await settle();
     expect(leases.leased).toBe(0);
+    // Gone or stale in the store: given back, after what is committed in it has moved out.
+    expect(store.moves.map((m) => m.input)).toEqual([expect.objectContaining({ requestId: 'a', admitted: true })]);
     expect(store.releases).toEqual([]);
+    store.moves[0]!.resolve('no_lease');
+    await settle();
+    expect(store.releases).toEqual([id]);
 
     now += 1_000;
     leases.grow('ten_1', 0, '2026-11'); // a free request: asks for at least one micro-unit each
@@ -199,8 +310,7 @@ describe('CreditLeases.grow', () => {
     store.extends_[3]!.reject(new Error('down'));
     await settle();
     expect(failures).toEqual(['lease']);
-    expect(store.releases).toEqual([store.extends_[3]!.input.leaseId]);
-    expect(store.releases[0]).not.toBe(id);
+    expect(store.releases).toEqual([id, store.extends_[3]!.input.leaseId]);
     now += 999;
     leases.grow('ten_1', 10, '2026-11');
     expect(store.extends_).toHaveLength(4);
@@ -221,7 +331,7 @@ describe('CreditLeases, the rest of a lease life', () => {
     expect(leases.holds('ten_1')).toBe(false);
   });
 
-  it('renew: one call per lease; a lease the store no longer has is forgotten, a failure gives it back', async () => {
+  it('renew: one call per lease; a lease the store no longer has, or a failure, gives it back', async () => {
     const store = standIn();
     const leases = make(store);
     const id = await opened(store, leases, 10, 100);
@@ -234,13 +344,15 @@ describe('CreditLeases, the rest of a lease life', () => {
     store.renews[1]!.resolve(0);
     await done;
     expect(leases.leased).toBe(0);
+    await settle();
+    expect(store.releases).toEqual([id]);
 
     const id2 = await opened(store, leases, 10, 100);
     done = leases.renew();
     store.renews[2]!.reject(new Error('down'));
     await done;
     await settle();
-    expect(store.releases).toEqual([id2]);
+    expect(store.releases).toEqual([id, id2]);
     expect(failures).toEqual(['lease']);
   });
 
@@ -256,6 +368,7 @@ describe('CreditLeases, the rest of a lease life', () => {
     const store = standIn();
     const leases = make(store);
     const id = await opened(store, leases, 10, 100);
+    unconfirmed();
     leases.take('ten_1', 'a', null, 10, '2026-11');
     const retired = leases.retire('ten_1');
     await settle();
@@ -279,6 +392,7 @@ describe('CreditLeases, the rest of a lease life', () => {
     const b = store.extends_[1]!;
     b.resolve({ granted: 40, total: 40, gone: false });
     await settle();
+    unconfirmed();
     leases.take('ten_1', 'r', null, 10, '2026-11');
     let stopped = false;
     const stop = leases.stop().then(() => (stopped = true));
@@ -303,11 +417,16 @@ describe('CreditLeases, the rest of a lease life', () => {
       await vi.advanceTimersByTimeAsync(0);
       return e.input.leaseId;
     })();
+    leases.take('ten_1', 'c', null, 10, '2026-11'); // committed at `now`
+    unconfirmed();
     leases.take('ten_1', 'a', null, 10, '2026-11'); // used at `now`, its move under way
     now += 2_000;
     await vi.advanceTimersByTimeAsync(1_000); // a sweep: idle long enough, but a move is under way
     expect(store.releases).toEqual([]);
     store.moves[0]!.resolve('moved');
+    await vi.advanceTimersByTimeAsync(1_000); // a request is still committed inside it
+    expect(store.releases).toEqual([]);
+    leases.settled('c', false);
     now -= 1; // 1 ms short of idle
     await vi.advanceTimersByTimeAsync(1_000);
     expect(store.releases).toEqual([]);
@@ -317,12 +436,13 @@ describe('CreditLeases, the rest of a lease life', () => {
     expect(vi.getTimerCount()).toBe(0); // the sweep stopped with no lease left
   });
 
-  it('a lease forgotten (gone from the store) is never given back, even when a later move of it fails; a newer lease of the tenant stays', async () => {
+  it('a lease gone from the store is given back all the same (a no-op there), even when a later move of it fails; a newer lease of the tenant stays', async () => {
     const store = standIn();
     const leases = make(store);
-    await opened(store, leases, 10, 100);
-    const first = leases.take('ten_1', 'a', null, 10, '2026-11')!;
-    const second = leases.take('ten_1', 'b', null, 10, '2026-11')!;
+    const old = await opened(store, leases, 10, 100);
+    unconfirmed();
+    const first = leases.take('ten_1', 'a', null, 10, '2026-11')!.moved!;
+    const second = leases.take('ten_1', 'b', null, 10, '2026-11')!.moved!;
     store.moves[0]!.resolve('no_lease');
     await first;
     const newer = await (async () => {
@@ -332,8 +452,9 @@ describe('CreditLeases, the rest of a lease life', () => {
     store.moves[1]!.reject(new Error('down'));
     expect(await second).toBe('failed');
     await settle();
-    expect(store.releases).toEqual([]);
+    expect(store.releases).toEqual([old]);
     expect(leases.leased).toBe(50);
+    unconfirmed();
     expect(leases.take('ten_1', 'c', null, 10, '2026-11')).not.toBeNull();
     expect(store.moves[2]!.input.leaseId).toBe(newer);
   });

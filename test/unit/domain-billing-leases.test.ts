@@ -1,7 +1,8 @@
 /**
  * Credit leases in the billing service (billing.creditLease), over the memory
  * ledger wrapped to count and fail store calls: requests after the first are
- * admitted without a reserve, each still gets its own hold, the books are exact,
+ * admitted with no store call (committed inside the lease; the settlement takes
+ * the commitment out of it), or moved out when the lease is not confirmed, the books are exact,
  * the lease goes back when the tenant is idle, at a stop and before a direct hold
  * would be refused, and a store failure stops local admission.
  */
@@ -17,10 +18,11 @@ import { admitBody } from '../../sidecar/src/domain/admission.js';
 import type { Principal } from '../../sidecar/src/domain/auth/principal.js';
 import { SettlementJournal } from '../../sidecar/src/domain/billing/journal.js';
 import { worstCase } from '../../sidecar/src/domain/billing/pricing.js';
+import { CONFIRMED_WITHIN_MS } from '../../sidecar/src/domain/billing/credit-leases.js';
 import { Billing } from '../../sidecar/src/domain/billing/service.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
 import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
-import type { Ledger } from '../../sidecar/src/store/ledger-contract.js';
+import { InsufficientBalanceError, type Ledger } from '../../sidecar/src/store/ledger-contract.js';
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 
 const base = defaultConfig('svc');
@@ -83,29 +85,35 @@ async function firstRequest(billing: Billing): Promise<void> {
 }
 
 describe('Billing with credit leases', () => {
-  it('after the first request opens a lease, the next are admitted without a reserve, each with its own hold; the books are exact; idle gives it back', async () => {
+  it('after the first request opens a lease, the next are admitted with no store call, committed inside it; settled out of it; the books are exact; idle gives it back', async () => {
     const { ledger, calls } = await funded(10_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     const hold = holdOf();
     await firstRequest(billing);
     expect(calls.extendLease).toBe(1);
     expect(billing.leased).toBe(hold * 8);
+    const before = { ...calls };
     const first = await billing.admit(principal, ctxOf(), 'req-0-again');
-    expect(first).toMatchObject({ ok: true, admitted: { held: hold, leased: true } });
+    expect(first).toMatchObject({ ok: true, admitted: { held: hold, leased: true, lease: expect.stringMatching(/^lease\./) } });
+    billing.claim('ten_1', 'req-0-again', true);
+    // Nothing delivered: the commitment goes back to the lease, with no store call either.
     await billing.finish({ principal, ctx: null, requestId: 'req-0-again', usage: null, startedAt: Date.now() });
+    expect(billing.leased).toBe(hold * 8);
     for (let i = 1; i <= 5; i++) expect(await billing.admit(principal, ctxOf(), `req-${i}`)).toMatchObject({ ok: true, admitted: { leased: true } });
-    expect(calls.reserve).toBe(1);
-    expect(calls.moveFromLease).toBe(6);
-    // The response processing waits for each hold's confirmation: here, each is in the store.
+    // Six admissions and a release: not one store call (the lease may grow in the background).
+    for (const op of ['reserve', 'moveFromLease', 'release', 'releaseUnclaimed', 'claim', 'settle']) expect(calls[op]).toBe(before[op]);
+    // Nothing to wait for before the provider: the lease holds the credit.
     for (let i = 1; i <= 5; i++) {
       billing.claim('ten_1', `req-${i}`, true);
-      expect(await billing.confirmation(`req-${i}`)).toBeNull();
+      expect(billing.confirmation(`req-${i}`)).toBeNull();
     }
     expect(billing.confirmation('req-0')).toBeNull(); // held directly: nothing to wait for
-    // Six request holds and what is left of the lease: nothing more, nothing less.
-    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold * 6, leased: billing.leased });
+    // In the store: req-0's hold and the whole lease (the commitments are inside it).
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold, leased: billing.leased + hold * 5 });
     expect(billing.claim('ten_1', 'req-0')).toBe(true);
     for (let i = 0; i <= 5; i++) await settle(billing, `req-${i}`);
+    expect(calls.settle).toBe(6);
+    expect(calls.release ?? 0).toBe(0);
     const charges = (await ledger.usageRecords('ten_1', 100)).reduce((s, r) => s + r.cost, 0);
     expect(charges).toBeGreaterThan(0);
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - charges, held: 0, leased: billing.leased });
@@ -154,38 +162,54 @@ describe('Billing with credit leases', () => {
     expect((await ledger.account('ten_1', PERIOD)).held).toBe(hold + big);
   });
 
-  it('a cap set or a deduct after the lease was granted makes it stale: the next admission from it is held directly and gets the direct answer', async () => {
+  it('a cap set after the lease was granted: the next settlement out of it reports it stale, it goes back once the requests in it moved out, and admissions are held directly again', async () => {
     const { ledger, calls } = await funded(10_000_000);
     const billing = new Billing(ledger, cfg.billing, journal(), quiet);
     const hold = holdOf();
     await firstRequest(billing);
     expect(billing.leased).toBeGreaterThan(0);
-    // A cap with room for one more request besides req-0's hold.
+    expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true); // committed
+    expect((await billing.admit(principal, ctxOf(), 'req-2')).ok).toBe(true); // committed
+    // A cap with room for req-0 and req-1 besides what is spent (the lease was granted under no cap).
     await ledger.setCap('ten_1', hold * 2);
-    const fits = await billing.admit(principal, ctxOf(), 'req-1');
-    expect(fits).toMatchObject({ ok: true, admitted: { leased: true } });
-    billing.claim('ten_1', 'req-1', true);
-    expect(await billing.confirmation('req-1')).toBeNull(); // held directly instead
-    expect(calls.reserve).toBe(2);
-    // The stale lease went back whole; only the two requests are held.
-    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold * 2, leased: 0 });
+    await settle(billing, 'req-1');
+    await sleep(5);
+    // Stale: req-2, still in flight, got a hold of its own; the rest of the lease went back.
     expect(billing.leased).toBe(0);
-    // The cap is reached now: a direct 429, from ext_authz again.
-    const reached = await billing.admit(principal, ctxOf(), 'req-2');
+    expect(calls.moveFromLease).toBe(1);
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold * 2, leased: 0 });
+    // The cap is reached now: a direct 429, from ext_authz.
+    const reached = await billing.admit(principal, ctxOf(), 'req-3');
     expect(reached.ok).toBe(false);
     if (!reached.ok) expect(reached.error.entry.code).toBe('spend_cap_exceeded');
+    // req-2 settles from its own hold.
+    await settle(billing, 'req-2');
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold, leased: 0 });
+  });
 
-    // A deduct: the same for a lease granted before it.
-    await ledger.setCap('ten_1', null);
-    expect((await billing.admit(principal, ctxOf(), 'req-3')).ok).toBe(true);
-    await sleep(5);
-    expect(billing.leased).toBeGreaterThan(0);
-    await ledger.adjustBalance('ten_1', -(10_000_000 - hold * 3), 'd', 'deduct', Date.now());
-    const poor = await billing.admit(principal, ctxOf(), 'req-4');
-    expect(poor).toMatchObject({ ok: true, admitted: { leased: true } });
-    billing.claim('ten_1', 'req-4', true);
-    expect((await billing.confirmation('req-4'))?.entry.code).toBe('insufficient_credit');
-    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold * 3, leased: 0 });
+  it('a deduct never takes leased credit: refused with `leased` until the lease is recalled (what is committed in it moves out first), then it applies', async () => {
+    const { ledger, calls } = await funded(10_000_000);
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    const hold = holdOf();
+    await firstRequest(billing);
+    expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true); // committed
+    const all = 10_000_000 - hold * 2; // everything but what the two requests may cost
+    const refused = await ledger.adjustBalance('ten_1', -all, 'd', 'deduct', Date.now()).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InsufficientBalanceError);
+    expect((refused as InsufficientBalanceError).leased).toBe(true);
+    await billing.recallReceived('ten_1');
+    expect(calls.moveFromLease).toBe(1); // req-1 has a hold of its own now
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold * 2, leased: 0 });
+    expect(await ledger.adjustBalance('ten_1', -all, 'd', 'deduct', Date.now())).toMatchObject({ balanceAfter: hold * 2 });
+    // Both requests are still paid for in full.
+    await settle(billing, 'req-1');
+    expect(billing.claim('ten_1', 'req-0')).toBe(true);
+    await settle(billing, 'req-0');
+    const charges = (await ledger.usageRecords('ten_1', 100)).reduce((s, r) => s + r.cost, 0);
+    expect((await ledger.ledger('ten_1', 10)).filter((e) => e.type === 'charge')).toHaveLength(2);
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: hold * 2 - charges, held: 0, leased: 0 });
+    // No lease for a moment after the refusal: the next request is held directly.
+    expect(await billing.admit(principal, ctxOf(), 'req-2')).toMatchObject({ ok: true, admitted: { leased: false } });
   });
 
   it('a direct hold says so (not leased); it leaves an open lease alone; a refusal without a lease asks the store once', async () => {
@@ -248,10 +272,12 @@ describe('Billing with credit leases', () => {
     if (!r.ok) expect(r.error.entry.code).toBe('credits_unavailable');
   });
 
-  it("a lease admission whose lease went stale: the direct hold's refusal is the answer (cap reached: 429; the store down: 503)", async () => {
+  it("a lease admission moved out (not confirmed lately) whose lease went stale: the direct hold's refusal is the answer (cap reached: 429; the store down: 503)", async () => {
     const { ledger, fail } = await funded(10_000_000);
-    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    let t = Date.now();
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet, () => t);
     await firstRequest(billing);
+    t += CONFIRMED_WITHIN_MS + 1;
     await ledger.setCap('ten_1', holdOf()); // only req-0's hold fits
     expect(await billing.admit(principal, ctxOf(), 'req-1')).toMatchObject({ ok: true, admitted: { leased: true } });
     billing.claim('ten_1', 'req-1', true);
@@ -262,7 +288,8 @@ describe('Billing with credit leases', () => {
     await sleep(5);
     await ledger.setCap('ten_1', 1_000_000_000);
     fail.add('reserve');
-    expect(await billing.admit(principal, ctxOf(), 'req-3')).toMatchObject({ ok: true, admitted: { leased: true } });
+    t += CONFIRMED_WITHIN_MS + 1;
+    expect(await billing.admit(principal, ctxOf(), 'req-3')).toMatchObject({ ok: true, admitted: { leased: true, lease: null } });
     billing.claim('ten_1', 'req-3', true);
     expect((await billing.confirmation('req-3'))?.entry.code).toBe('credits_unavailable');
   });
@@ -359,8 +386,10 @@ describe('Billing with credit leases', () => {
   it('a move the store cannot take stops local admission: the next requests are held directly (and refused while the store is down)', async () => {
     const { ledger, calls, fail } = await funded(10_000_000);
     const events: string[] = [];
-    const billing = new Billing(ledger, cfg.billing, journal(), { ...quiet, failed: (what) => events.push(what) });
+    let t = Date.now();
+    const billing = new Billing(ledger, cfg.billing, journal(), { ...quiet, failed: (what) => events.push(what) }, () => t);
     await firstRequest(billing);
+    t += CONFIRMED_WITHIN_MS + 1; // not confirmed lately: moved out, not committed
     fail.add('moveFromLease');
     fail.add('release');
     expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true);
@@ -378,7 +407,7 @@ describe('Billing with credit leases', () => {
     fail.clear();
     const a = await ledger.account('ten_1', PERIOD);
     expect(a.leased).toBeGreaterThan(0);
-    expect(await ledger.reapExpired('ten_1', Date.now() + cfg.billing.holdLeaseSeconds * 1000 + 1)).toBeGreaterThan(0);
+    expect(await ledger.reapExpired('ten_1', t + cfg.billing.holdLeaseSeconds * 1000 + 1)).toBeGreaterThan(0);
   });
 
   it('a stop gives every lease back; no lease is opened after it', async () => {
@@ -424,24 +453,37 @@ describe('Billing with credit leases', () => {
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() * 3, leased: billing.leased });
   });
 
-  it('admitted against a lease by one instance, processed by another: the hold is an ordinary one there', async () => {
+  it('committed in one instance\'s lease, processed by another: that one moves it out into a claimed hold; one nobody processed goes back to the lease', async () => {
     const { ledger } = await funded(10_000_000);
     const authzSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a');
     const procSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-b');
     expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
     await sleep(5);
-    expect(await authzSide.admit(principal, ctxOf(), 'req-1')).toMatchObject({ ok: true, admitted: { leased: true } });
-    await sleep(5);
-    // The other instance learns whether the hold is in the store from its claim.
-    expect(procSide.claim('ten_1', 'req-1', true)).toBe(false);
+    const r1 = await authzSide.admit(principal, ctxOf(), 'req-1');
+    expect(r1).toMatchObject({ ok: true, admitted: { leased: true } });
+    if (!r1.ok || !r1.admitted.lease) throw new Error('not committed');
+    const commitment = { id: r1.admitted.lease, amount: r1.admitted.held };
+    expect((await authzSide.admit(principal, ctxOf(), 'req-lost')).ok).toBe(true); // nobody will process it
+    // The other instance moves it out of the first one's lease (named in the metadata) before it goes on.
+    expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
     expect(await procSide.confirmation('req-1')).toBeNull();
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() * 2 });
+    // Claimed there: a second claim (a retried stream) finds the hold, a missing lease or request refuses.
+    expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
+    expect(await procSide.confirmation('req-1')).toBeNull();
+    expect(procSide.claim('ten_1', 'req-nolease', true, { id: 'lease.none', amount: 1 })).toBe(false);
+    expect((await procSide.confirmation('req-nolease'))?.entry.code).toBe('credits_unavailable');
     expect(procSide.claim('ten_1', 'req-unknown', true)).toBe(false);
     expect((await procSide.confirmation('req-unknown'))?.entry.code).toBe('credits_unavailable');
     await procSide.finish({ principal, ctx: null, requestId: 'req-unknown', usage: null, startedAt: Date.now() });
-    await sleep(1300); // authzSide's grace passes: the claimed hold stays
+    await sleep(1300); // authzSide's grace passes: the claimed hold stays; req-lost's commitment goes back to the lease
+    expect(authzSide.inFlight.unclaimed).toBe(0);
     await settle(procSide, 'req-1');
     const [rec] = await ledger.usageRecords('ten_1', 1);
     expect(rec?.requestId).toBe('req-1');
+    // req-lost's tombstone: nothing can move it out any more.
+    expect(procSide.claim('ten_1', 'req-lost', true, commitment)).toBe(false);
+    expect((await procSide.confirmation('req-lost'))?.entry.code).toBe('credits_unavailable');
     await authzSide.stopLeasing();
     // req-0 was never claimed: released after the grace. Nothing else is held.
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: 0, leased: 0, balance: 10_000_000 - rec!.cost });

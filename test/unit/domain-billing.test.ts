@@ -16,6 +16,8 @@ import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 /** The billing service over the memory ledger: holds, claims, settlement and the journal. */
 const cfg = parseConfig({ ...defaultConfig('svc'), billing: { ...(defaultConfig('svc').billing as object), creditCheck: true, claimGraceSeconds: 1 } });
 const catalog = new Catalog(cfg.models, 'svc');
+/** Direct holds only (credit leases are domain-billing-leases.test.ts's). */
+const direct = { ...cfg.billing, creditLease: { ...cfg.billing.creditLease, enabled: false } };
 const principal: Principal = { subjectId: 'key_1', tenantId: 'ten_1', method: 'api_key', scopes: ['ai'], keyId: 'key_1', role: null };
 const policy = { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 };
 const ctxOf = (content: string) => {
@@ -62,7 +64,7 @@ describe('Billing', () => {
   it('an admitted request whose response processing never claims it is released after the grace period', async () => {
     const ledger = createMemoryLedger();
     await ledger.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
-    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    const billing = new Billing(ledger, direct, journal(), quiet);
     expect((await billing.admit(principal, ctxOf('a'), 'req-left')).ok).toBe(true);
     expect((await billing.admit(principal, ctxOf('b'), 'req-claimed')).ok).toBe(true);
     expect(billing.claim('ten_1', 'req-claimed')).toBe(true); // placed here: a local claim
@@ -165,7 +167,7 @@ describe('Billing', () => {
       release: (t, r) => (down ? Promise.reject(new StoreUnavailableError()) : real.release(t, r)),
     };
     const j = journal();
-    const billing = new Billing(flaky, cfg.billing, j, quiet);
+    const billing = new Billing(flaky, direct, j, quiet);
     await billing.admit(principal, ctxOf('x'), 'req-1');
     billing.claim('ten_1', 'req-1');
     down = true;
@@ -202,7 +204,7 @@ describe('Billing', () => {
       release: (t, r) => (unreachable.has(r) ? Promise.reject(new StoreUnavailableError()) : real.release(t, r)),
     };
     const j = journal();
-    const billing = new Billing(flaky, cfg.billing, j, quiet);
+    const billing = new Billing(flaky, direct, j, quiet);
     const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false };
     const finish = (requestId: string, u: typeof usage | null) => billing.finish({ principal, ctx: ctxOf('x'), requestId, usage: u, startedAt: Date.now() });
     for (const id of ['req-1', 'req-2', 'req-3']) {

@@ -40,7 +40,7 @@ const deps = (): Parameters<typeof createExternalProcessorService>[0] => ({
       usage: async () => ({ ok: true, body: '{}' }),
     },
     log: pino({ level: 'silent' }),
-    claim: (_tenant, requestId, leased) => {
+    claim: ({ requestId, leased }) => {
       if (requestId === 'req-boom') throw new Error('claim exploded');
       claims.push({ requestId, leased });
       return leased ? new Promise<GatewayError | null>((resolve) => confirmations.set(requestId, resolve)) : null;

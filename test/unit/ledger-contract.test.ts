@@ -27,6 +27,7 @@ import {
   type UsageDay,
   type UsageRecord,
   InsufficientBalanceError,
+  LEASE_BLOCK_MS,
 } from '../../sidecar/src/store/ledger-contract.js';
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 import { createRedisLedger } from '../../sidecar/src/store/redis-ledger.js';
@@ -587,12 +588,15 @@ export function describeLedgerContract(
       await ledger.reserve(reserveInput(claimed, { amount: 300 }));
       await ledger.reserve(reserveInput(left, { amount: 200 }));
       await ledger.claim(T, claimed);
-      expect(await ledger.releaseUnclaimed(T, claimed)).toBe(false);
-      expect(await ledger.releaseUnclaimed(T, left)).toBe(true);
-      expect(await ledger.releaseUnclaimed(T, left)).toBe(false);
+      expect(await ledger.releaseUnclaimed(T, claimed)).toBe('kept');
+      expect(await ledger.releaseUnclaimed(T, left)).toBe('released');
+      expect(await ledger.releaseUnclaimed(T, left)).toBe('kept');
       expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 1_000, held: 300, leased: 0, cap: null, spent: 0 });
       await ledger.claim(T, 'req_unknown'); // no hold: nothing happens
-      expect(await ledger.releaseUnclaimed(T, 'req_unknown')).toBe(false);
+      // No hold at all: a tombstone, so a reserve or a move for it arriving later holds nothing.
+      expect(await ledger.releaseUnclaimed(T, 'req_unknown')).toBe('tombstone');
+      expect(await ledger.releaseUnclaimed(T, 'req_unknown')).toBe('kept');
+      expect(await ledger.reserve(reserveInput('req_unknown', { amount: 100 }))).toStrictEqual(REPLAY);
       const settled = await ledger.settle(settleInput(claimed, 120));
       expect(settled).toMatchObject({ applied: true, charged: 120 });
       expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 880, held: 0, leased: 0, cap: null, spent: 120 });
@@ -609,13 +613,13 @@ export function describeLedgerContract(
           return (await Promise.all([ledger.releaseUnclaimed(T, id), ledger.claim(T, id, 'inst-b')]))[0];
         }),
       );
-      expect(released).toEqual(ids.map((_, i) => i % 2 === 1)); // a claimed hold is never released; a released one is not claimed back
+      expect(released).toEqual(ids.map((_, i) => (i % 2 === 1 ? 'released' : 'kept'))); // a claimed hold is never released; a released one is not claimed back
       expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000, held: 500, leased: 0, cap: null, spent: 0 });
       // Each request settles once: from its hold, or (released first) from the available balance.
       for (const id of ids) expect(await ledger.settle(settleInput(id, 60))).toMatchObject({ applied: true, charged: 60 });
       for (const id of ids) expect((await ledger.settle(settleInput(id, 60))).applied).toBe(false);
       expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 10_000 - 600, held: 0, leased: 0, cap: null, spent: 600 });
-      for (const id of ids) expect(await ledger.releaseUnclaimed(T, id)).toBe(false);
+      for (const id of ids) expect(await ledger.releaseUnclaimed(T, id)).toBe('kept');
     });
 
     it('a release before its reserve leaves a tombstone: the late reserve holds nothing (a command sent before an outage, run after it)', async () => {
@@ -719,27 +723,87 @@ export function describeLedgerContract(
       expect(await ledger.extendLease(leaseInput('lease_old', { now: NOW + 120_000 }))).toStrictEqual({ granted: 0, total: 400, gone: true });
     });
 
-    it('a cap change or a deduct makes the open leases stale: their next move or growth gives them back whole and moves nothing', async () => {
+    it('a cap change makes the open leases stale: they admit and grow no more, but what was admitted inside them still moves out; a deduct or a grant does not', async () => {
       await grant(ledger, 10_000);
       await ledger.extendLease(leaseInput('lease_a', { amount: 1_000 }));
       await ledger.extendLease(leaseInput('lease_b', { amount: 1_000 }));
       expect(await ledger.moveFromLease(moveInput('lease_a', rid(), 100))).toBe('moved');
       await ledger.setCap(T, 50_000);
-      expect(await ledger.moveFromLease(moveInput('lease_a', rid(), 100))).toBe('no_lease');
-      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 100, leased: 1_000 }); // lease_b still stale-but-open
-      expect(await ledger.extendLease(leaseInput('lease_b', { amount: 10 }))).toStrictEqual({ granted: 0, total: 0, gone: true });
-      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 100, leased: 0 });
-      // A lease opened after the change is fresh; a grant leaves it so; a deduct makes it stale.
+      const before = await snapshot(ledger);
+      expect(await ledger.moveFromLease(moveInput('lease_a', rid(), 100))).toBe('stale');
+      expect(await ledger.extendLease(leaseInput('lease_b', { amount: 10 }))).toStrictEqual({ granted: 0, total: 1_000, gone: true });
+      expect(await snapshot(ledger)).toEqual(before); // nothing given back: requests may be committed inside them
+      // A request admitted before the change moves out of the stale lease (its credit only changes place).
+      expect(await ledger.moveFromLease({ ...moveInput('lease_a', rid(), 100), admitted: true })).toBe('moved');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 200, leased: 1_800 });
+      expect(await ledger.release(T, 'lease_a')).toBe(true);
+      expect(await ledger.release(T, 'lease_b')).toBe(true);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 200, leased: 0 });
+      // A lease opened after the change is fresh; a grant or a deduct leaves it so.
       await ledger.extendLease(leaseInput('lease_c', { amount: 500 }));
       await grant(ledger, 1);
       expect(await ledger.moveFromLease(moveInput('lease_c', rid(), 100))).toBe('moved');
       await ledger.adjustBalance(T, -1, 'deduct_1', 'deduct', NOW);
-      expect(await ledger.moveFromLease(moveInput('lease_c', rid(), 100))).toBe('no_lease');
-      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 200, leased: 0 });
-      // A replayed deduct (same key) changes nothing, staleness included.
-      await ledger.extendLease(leaseInput('lease_d', { amount: 500 }));
-      await ledger.adjustBalance(T, -1, 'deduct_1', 'deduct', NOW);
-      expect(await ledger.moveFromLease(moveInput('lease_d', rid(), 100))).toBe('moved');
+      expect(await ledger.moveFromLease(moveInput('lease_c', rid(), 100))).toBe('moved');
+    });
+
+    it('a settlement takes a commitment out of its lease when the request has no hold: charged at most the commitment, the rest of the lease stays', async () => {
+      await grant(ledger, 10_000);
+      await ledger.extendLease(leaseInput('lease_1', { amount: 1_000 }));
+      const a = rid();
+      const b = rid();
+      expect(await ledger.settle({ ...settleInput(a, 250), lease: { id: 'lease_1', amount: 300 } })).toStrictEqual({ ...settled(true, 250, 0), leaseStale: false });
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 9_750, held: 0, leased: 700, cap: null, spent: 250 });
+      // Above the commitment: charged the commitment, the rest uncovered (as for a hold).
+      expect(await ledger.settle({ ...settleInput(b, 500), lease: { id: 'lease_1', amount: 200 } })).toStrictEqual({ ...settled(true, 200, 300), leaseStale: false });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 9_550, held: 0, leased: 500, spent: 450 });
+      // Idempotent: a second settlement of either changes nothing and takes nothing from the lease.
+      expect((await ledger.settle({ ...settleInput(a, 250), lease: { id: 'lease_1', amount: 300 } })).applied).toBe(false);
+      expect(await ledger.moveFromLease({ ...moveInput('lease_1', b, 200), admitted: true })).toBe('exists');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 9_550, held: 0, leased: 500 });
+      // Moved out before its settlement (the lease was being given back): its own hold is settled, the lease untouched.
+      const c = rid();
+      expect(await ledger.moveFromLease({ ...moveInput('lease_1', c, 100), admitted: true })).toBe('moved');
+      expect(await ledger.settle({ ...settleInput(c, 40), lease: { id: 'lease_1', amount: 100 } })).toStrictEqual(settled(true, 40, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 9_510, held: 0, leased: 400 });
+      // Released before (a tombstone): settled like a hold that is gone, nothing taken from the lease.
+      const d = rid();
+      expect(await ledger.release(T, d)).toBe(false);
+      expect(await ledger.settle({ ...settleInput(d, 10), lease: { id: 'lease_1', amount: 100 } })).toStrictEqual(settled(true, 10, 0));
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 9_500, held: 0, leased: 400 });
+      expect(await ledger.release(T, 'lease_1')).toBe(true);
+      expect(await ledger.account(T, PERIOD)).toStrictEqual({ balance: 9_500, held: 0, leased: 0, cap: null, spent: 500 });
+    });
+
+    it('a settlement whose lease is gone, too small or stale says so; a gone or too small one is settled like a reaped hold', async () => {
+      await grant(ledger, 1_000);
+      await ledger.extendLease(leaseInput('lease_s', { amount: 400, headroom: 1 }));
+      // Too small: nothing taken from it; charged from the available balance (1000 - 400 held by the lease).
+      expect(await ledger.settle({ ...settleInput(rid(), 50), lease: { id: 'lease_s', amount: 401 } })).toStrictEqual({ ...settled(true, 50, 0), leaseStale: true });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 950, leased: 400 });
+      // Unknown: the same.
+      expect(await ledger.settle({ ...settleInput(rid(), 50), lease: { id: 'lease_none', amount: 1 } })).toStrictEqual({ ...settled(true, 50, 0), leaseStale: true });
+      // Stale (the cap changed): still taken out of it (it holds the credit), and reported.
+      await ledger.setCap(T, 100_000);
+      expect(await ledger.settle({ ...settleInput(rid(), 30), lease: { id: 'lease_s', amount: 60 } })).toStrictEqual({ ...settled(true, 30, 0), leaseStale: true });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 870, held: 0, leased: 340, spent: 130 });
+      // A request id cannot be its own lease; a negative commitment is refused.
+      await expect(ledger.settle({ ...settleInput('req_self', 1), lease: { id: 'req_self', amount: 1 } })).rejects.toThrow(TypeError);
+      await expect(ledger.settle({ ...settleInput(rid(), 1), lease: { id: 'lease_s', amount: -1 } })).rejects.toThrow(TypeError);
+    });
+
+    it('a move for another process\'s response processing claims the hold: the placing process\'s grace release keeps it', async () => {
+      await grant(ledger, 10_000);
+      await ledger.extendLease(leaseInput('lease_1', { amount: 1_000 }));
+      const a = rid();
+      expect(await ledger.moveFromLease({ ...moveInput('lease_1', a, 300), admitted: true, claim: true })).toBe('moved');
+      expect(await ledger.releaseUnclaimed(T, a)).toBe('kept');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 300, leased: 700 });
+      // The other order: the grace release first leaves a tombstone; the move finds it and moves nothing.
+      const b = rid();
+      expect(await ledger.releaseUnclaimed(T, b)).toBe('tombstone');
+      expect(await ledger.moveFromLease({ ...moveInput('lease_1', b, 300), admitted: true, claim: true })).toBe('exists');
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 300, leased: 700 });
     });
 
     it('extendLease and moveFromLease refuse bad input with TypeError before any write', async () => {
@@ -937,12 +1001,14 @@ export function describeLedgerContract(
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0 });
     });
 
-    it('a deduct never takes what open requests hold; credit in leases may go, and the leases go stale', async () => {
+    it('a deduct never takes what is held, leases included: leased credit in the way refuses it with `leased` and blocks new leases for a moment', async () => {
       await grant(ledger, 1_000);
       expect(await ledger.reserve(reserveInput('req_held', { amount: 700 }))).toEqual(OK);
       const before = await snapshot(ledger);
       // 1,000 - 301 < 700: the request's hold would no longer be covered.
-      await expect(ledger.adjustBalance(T, -301, 'd1', 'too much', NOW)).rejects.toBeInstanceOf(InsufficientBalanceError);
+      const refused = await ledger.adjustBalance(T, -301, 'd1', 'too much', NOW).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(InsufficientBalanceError);
+      expect((refused as InsufficientBalanceError).leased).toBe(false);
       expect(await snapshot(ledger)).toEqual(before);
       const ok = await ledger.adjustBalance(T, -300, 'd1', 'fits', NOW);
       expect(ok).toMatchObject({ type: 'deduct', amount: -300, balanceAfter: 700 });
@@ -950,17 +1016,27 @@ export function describeLedgerContract(
       expect(await ledger.settle(settleInput('req_held', 700))).toStrictEqual(settled(true, 700, 0));
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0, held: 0 });
 
-      // A lease's credit is not a request's: a deduct may take it, and the lease goes stale.
+      // Requests committed inside a lease hold part of it: a deduct may not take leased credit.
       await grant(ledger, 1_000);
       await ledger.extendLease(leaseInput('lease_x', { amount: 400, headroom: 1 }));
       expect(await ledger.moveFromLease(moveInput('lease_x', 'req_moved', 100))).toBe('moved');
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 1_000, held: 100, leased: 300 });
-      await expect(ledger.adjustBalance(T, -901, 'd2', 'too much', NOW)).rejects.toBeInstanceOf(InsufficientBalanceError);
-      await ledger.adjustBalance(T, -900, 'd2', 'takes the leased part too', NOW);
-      expect(await ledger.moveFromLease(moveInput('lease_x', 'req_late', 1))).toBe('no_lease');
-      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 100, held: 100, leased: 0 });
+      const beforeLeased = await snapshot(ledger);
+      const inTheWay = await ledger.adjustBalance(T, -601, 'd2', 'needs the leased part', NOW).catch((e: unknown) => e);
+      expect(inTheWay).toBeInstanceOf(InsufficientBalanceError);
+      expect((inTheWay as InsufficientBalanceError).leased).toBe(true);
+      const beyond = await ledger.adjustBalance(T, -901, 'd3', 'more than leases could give', NOW).catch((e: unknown) => e);
+      expect((beyond as InsufficientBalanceError).leased).toBe(false);
+      expect(await ledger.account(T, PERIOD)).toEqual(beforeLeased.account);
+      // For LEASE_BLOCK_MS no lease is granted or grown; then again.
+      expect(await ledger.extendLease(leaseInput('lease_x', { amount: 10, headroom: 1, now: NOW + LEASE_BLOCK_MS - 1 }))).toStrictEqual({ granted: 0, total: 300, gone: false });
+      expect(await ledger.extendLease(leaseInput('lease_y', { amount: 10, headroom: 1, now: NOW + LEASE_BLOCK_MS - 1 }))).toStrictEqual({ granted: 0, total: 0, gone: false });
+      expect((await ledger.extendLease(leaseInput('lease_x', { amount: 10, headroom: 1, now: NOW + LEASE_BLOCK_MS }))).granted).toBe(10);
+      // The lease given back, the same deduct (a new key) fits.
+      expect(await ledger.release(T, 'lease_x')).toBe(true);
+      expect(await ledger.adjustBalance(T, -601, 'd4', 'after the recall', NOW)).toMatchObject({ balanceAfter: 399 });
       expect(await ledger.settle(settleInput('req_moved', 100))).toStrictEqual(settled(true, 100, 0));
-      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 0, held: 0, leased: 0 });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 299, held: 0, leased: 0 });
     });
 
     it('adjustBalance rejects a zero or non-integer amount with TypeError', async () => {
@@ -1233,6 +1309,7 @@ export function describeLedgerContract(
           | { kind: 'reap'; advanceSeconds: number }
           | { kind: 'lease'; pick: number; amount: number; headroom: number }
           | { kind: 'move'; pick: number; amount: number; reuse: boolean }
+          | { kind: 'settleCommitted'; pick: number; amount: number; percent: number }
           | { kind: 'retire'; pick: number };
         const int = (min: number, max: number) => fc.integer({ min, max });
         const grantOp = fc.record({ kind: fc.constant('grant' as const), amount: int(1, 1_000), reuse: fc.boolean() });
@@ -1260,6 +1337,7 @@ export function describeLedgerContract(
           fc.record({ kind: fc.constant('lease' as const), pick: int(0, 3), amount: int(1, 800), headroom: int(1, 4) }),
           fc.record({ kind: fc.constant('move' as const), pick: fc.nat(), amount: int(0, 300), reuse: fc.boolean() }),
           fc.record({ kind: fc.constant('move' as const), pick: fc.nat(), amount: int(0, 300), reuse: fc.boolean() }),
+          fc.record({ kind: fc.constant('settleCommitted' as const), pick: fc.nat(), amount: int(0, 300), percent: int(0, 200) }),
           fc.record({ kind: fc.constant('retire' as const), pick: fc.nat() }),
         );
         let run = 0;
@@ -1275,7 +1353,7 @@ export function describeLedgerContract(
             let chargedTotal = 0;
             const grantKeys: Array<{ key: string; entry: LedgerEntry }> = [];
             const deductKeys: Array<{ key: string; entry: LedgerEntry }> = [];
-            const stale = new Set<string>(); // leases open when a deduct applied: their next move or growth gives them back
+            let leaseBlockUntil = 0; // a deduct met leased credit: no lease is granted before this
             const known: string[] = []; // every request id reserved (hold exists)
             const amounts = new Map<string, number>();
             const open = new Map<string, number>(); // requestId → expiresAt
@@ -1294,7 +1372,8 @@ export function describeLedgerContract(
               }
               expect(acc.held).toBe(sum);
               expect(acc.leased).toBe(leasedSum);
-              expect(acc.balance).toBeGreaterThanOrEqual(acc.held); // every open request is paid for
+              // Every open request is paid for, and so is whatever is committed inside a lease.
+              expect(acc.balance).toBeGreaterThanOrEqual(acc.held + acc.leased);
               expect(acc.balance).toBe(grants - deducts - chargedTotal);
               expect(acc.spent).toBe(chargedTotal);
             };
@@ -1322,16 +1401,21 @@ export function describeLedgerContract(
                     break;
                   }
                   const acc = await ledger.account(tenantId, PERIOD);
-                  const amount = Math.max(1, acc.balance - acc.held + o.around);
+                  // Around the line of what requests hold, or of that and the leases.
+                  const line = Math.abs(o.around) % 2 === 0 ? acc.held : acc.held + acc.leased;
+                  const amount = Math.max(1, acc.balance - line + o.around);
                   const key = `d_${deductKeys.length}`;
-                  if (acc.balance - amount < acc.held) {
-                    await expect(ledger.adjustBalance(tenantId, -amount, key, 'deduct', now)).rejects.toBeInstanceOf(InsufficientBalanceError);
+                  if (acc.balance - amount < acc.held + acc.leased) {
+                    const err = await ledger.adjustBalance(tenantId, -amount, key, 'deduct', now).catch((e: unknown) => e);
+                    expect(err).toBeInstanceOf(InsufficientBalanceError);
+                    const leasedInTheWay = acc.balance - amount >= acc.held;
+                    expect((err as InsufficientBalanceError).leased).toBe(leasedInTheWay);
+                    if (leasedInTheWay) leaseBlockUntil = now + LEASE_BLOCK_MS;
                     break;
                   }
                   const entry = await ledger.adjustBalance(tenantId, -amount, key, 'deduct', now);
                   deductKeys.push({ key, entry });
                   deducts += amount;
-                  for (const id of leases) if (open.has(id)) stale.add(id);
                   break;
                 }
                 case 'reserve': {
@@ -1399,18 +1483,13 @@ export function describeLedgerContract(
                   const acc = await ledger.account(tenantId, PERIOD);
                   const outcome = await ledger.extendLease(leaseInput(id, { ...base, amount: o.amount, minimum: 1, headroom: o.headroom, now }));
                   const seen = leases.includes(id);
-                  if (open.has(id) && stale.has(id)) {
-                    expect(outcome).toStrictEqual({ granted: 0, total: 0, gone: true });
-                    open.delete(id);
-                    break;
-                  }
                   if (seen && (!open.has(id) || deadlines.get(id)! <= now)) {
                     expect(outcome).toStrictEqual({ granted: 0, total: open.has(id) ? amounts.get(id)! : 0, gone: true });
                     break;
                   }
                   const want = Math.min(o.amount, Math.floor((acc.balance - acc.held - acc.leased) / o.headroom));
-                  const total = seen ? amounts.get(id)! : 0;
-                  if (want < 1) {
+                  const total = seen && open.has(id) ? amounts.get(id)! : 0;
+                  if (want < 1 || now < leaseBlockUntil) {
                     expect(outcome).toStrictEqual({ granted: 0, total, gone: false });
                     break;
                   }
@@ -1430,10 +1509,7 @@ export function describeLedgerContract(
                   const r = o.reuse && prior !== undefined ? prior : `m_${known.length}_${randomBytes(4).toString('hex')}`;
                   const outcome = await ledger.moveFromLease(moveInput(lease, r, o.amount, { ...base, now }));
                   if (known.includes(r)) expect(outcome).toBe('exists');
-                  else if (open.has(lease) && stale.has(lease)) {
-                    expect(outcome).toBe('no_lease');
-                    open.delete(lease);
-                  } else if (!open.has(lease) || amounts.get(lease)! < o.amount) expect(outcome).toBe('no_lease');
+                  else if (!open.has(lease) || amounts.get(lease)! < o.amount) expect(outcome).toBe('no_lease');
                   else {
                     expect(outcome).toBe('moved');
                     amounts.set(lease, amounts.get(lease)! - o.amount);
@@ -1441,6 +1517,24 @@ export function describeLedgerContract(
                     amounts.set(r, o.amount);
                     open.set(r, now + 15_000);
                   }
+                  break;
+                }
+                case 'settleCommitted': {
+                  // A request committed inside a lease (no hold of its own) settles out of it.
+                  const lease = leases[o.pick % Math.max(leases.length, 1)];
+                  if (lease === undefined) break;
+                  const r = `c_${known.length}_${randomBytes(4).toString('hex')}`;
+                  const charge = Math.floor((o.amount * o.percent) / 100);
+                  const acc = await ledger.account(tenantId, PERIOD);
+                  const outcome = await ledger.settle({ ...settleInput(r, charge, { ...base, now }), lease: { id: lease, amount: o.amount } });
+                  const taken = open.has(lease) && amounts.get(lease)! >= o.amount;
+                  const expected = taken ? Math.min(charge, o.amount) : Math.min(charge, Math.max(acc.balance - acc.held - acc.leased, 0));
+                  expect(outcome).toStrictEqual({ ...settled(true, expected, charge - expected), leaseStale: !taken });
+                  if (taken) amounts.set(lease, amounts.get(lease)! - o.amount);
+                  known.push(r);
+                  amounts.set(r, 0);
+                  charges.set(r, expected);
+                  chargedTotal += expected;
                   break;
                 }
                 case 'retire': {

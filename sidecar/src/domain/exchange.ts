@@ -9,6 +9,7 @@ import { pathOnly } from './auth/routes.js';
 import type { InferenceContext } from './request-context.js';
 import { ChatStreamRewriter } from './sse/chat-stream.js';
 import type { Usage } from './usage.js';
+import type { LeaseCommitment } from '../store/ledger-contract.js';
 
 /**
  * One HTTP exchange as the gateway sees it, from request headers to the end
@@ -55,6 +56,17 @@ export interface ExchangeStart {
   readonly held: number | null;
   /** The hold came out of a credit lease: it is confirmed before the request goes on. */
   readonly leased?: boolean;
+  /** The credit lease the request is committed in (no hold of its own yet). */
+  readonly lease?: string | null;
+}
+
+/** The credit hold an exchange settles or releases. */
+export interface ExchangeHold {
+  readonly tenantId: string;
+  readonly requestId: string;
+  readonly leased: boolean;
+  /** Committed inside this credit lease, for the worst case the gate held (see Billing.claim). */
+  readonly lease: LeaseCommitment | null;
 }
 
 /** How an exchange ended: logged, and settled or released by billing. */
@@ -123,6 +135,7 @@ export class Exchange {
   private upstreamStatus: number | null = null;
   private held: number | null = null;
   private leased = false;
+  private lease: string | null = null;
   private startedAt = Date.now();
   /** Monotonic clock readings for the phase timings. */
   private readonly t0 = performance.now();
@@ -136,8 +149,9 @@ export class Exchange {
   }
 
   /** The credit hold this exchange must settle or release, once it has started with one. */
-  get hold(): { readonly tenantId: string; readonly requestId: string; readonly leased: boolean } | null {
-    return this.held !== null && this.principal ? { tenantId: this.principal.tenantId, requestId: this.requestId, leased: this.leased } : null;
+  get hold(): ExchangeHold | null {
+    if (this.held === null || !this.principal) return null;
+    return { tenantId: this.principal.tenantId, requestId: this.requestId, leased: this.leased, lease: this.lease ? { id: this.lease, amount: this.held } : null };
   }
 
   /** Learns the request (from its headers, or from attributes when headers are not sent). */
@@ -148,6 +162,7 @@ export class Exchange {
     this.principal = h.principal;
     this.held = h.held;
     this.leased = h.leased === true;
+    this.lease = h.lease ?? null;
     this.route = this.routeOf(this.path);
   }
 

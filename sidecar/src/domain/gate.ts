@@ -37,6 +37,8 @@ export type GateOutcome =
         readonly held: number;
         /** The hold came out of a credit lease and is confirmed by the response processing (Billing.confirmation). */
         readonly leased: boolean;
+        /** The credit lease the request is committed in (Admitted.lease). */
+        readonly lease: string | null;
         /** Size of the re-serialised body ext_proc will send up (its content-length). */
         readonly upstreamBytes: number;
       } | null;
@@ -99,7 +101,7 @@ export class Gate {
     return {
       ok: true,
       principal: auth.principal,
-      inference: { stream: admission.ctx.stream, held: held.admitted.held, leased: held.admitted.leased, upstreamBytes: admission.upstreamBody.length },
+      inference: { stream: admission.ctx.stream, held: held.admitted.held, leased: held.admitted.leased, lease: held.admitted.lease, upstreamBytes: admission.upstreamBody.length },
     };
   }
 

@@ -101,15 +101,35 @@ export interface MoveInput {
   readonly leaseSeconds: number;
   readonly owner: string;
   readonly now: number;
+  /**
+   * The request was admitted before (inside the lease, by the instance that holds it) and
+   * its credit only changes place: a lease of an older generation still gives it. Absent:
+   * an admission, which a stale lease refuses ('stale').
+   */
+  readonly admitted?: boolean;
+  /** The response processing takes the moved hold over at once (see Ledger.claim). */
+  readonly claim?: boolean;
 }
 
 /**
  * moved: the request now has its own open hold and the lease is that much smaller
  * (the tenant's held total does not change); exists: the request id has a hold or
  * a tombstone already (nothing changed); no_lease: the lease is not open or is too
- * small (nothing changed).
+ * small (nothing changed); stale: an admission met a lease of an older generation
+ * (a cap change since it was granted): nothing changed, and its holder should give it
+ * back once the requests admitted inside it have holds of their own.
  */
-export type MoveOutcome = 'moved' | 'exists' | 'no_lease';
+export type MoveOutcome = 'moved' | 'exists' | 'no_lease' | 'stale';
+
+/**
+ * A request admitted inside a credit lease without a hold of its own: the instance that
+ * holds the lease set `amount` aside in it locally (no store call). Its settlement takes
+ * that amount out of the lease when the request has no hold (see SettleInput.lease).
+ */
+export interface LeaseCommitment {
+  readonly id: string;
+  readonly amount: number;
+}
 
 /** One usage-counter record. There is no field for prompt or completion content. */
 export interface UsageRecord {
@@ -139,6 +159,13 @@ export interface SettleInput {
   readonly day: string;
   readonly usage: Omit<UsageRecord, 'cost'>;
   readonly now: number;
+  /**
+   * The request was admitted inside this credit lease. When it has neither a hold nor a
+   * tombstone (it was never moved out), its commitment is taken out of the open lease and
+   * settled like a hold of that amount; a lease that is gone or too small leaves it
+   * settled like a hold that was reaped.
+   */
+  readonly lease?: LeaseCommitment;
 }
 
 export interface SettleOutcome {
@@ -148,7 +175,19 @@ export interface SettleOutcome {
   readonly charged: number;
   /** Micro-units of the actual cost the hold (or balance) did not cover. */
   readonly uncovered: number;
+  /**
+   * With SettleInput.lease, when the settlement took nothing out of the lease or the lease
+   * is of an older generation: its holder admits no more inside it.
+   */
+  readonly leaseStale?: boolean;
 }
+
+/**
+ * What releaseUnclaimed did: released the open, unclaimed hold; wrote a tombstone (the
+ * request had no hold at all, so nothing can move it out of a lease any more); or kept
+ * what was there (claimed, finished, or a tombstone already).
+ */
+export type UnclaimedOutcome = 'released' | 'tombstone' | 'kept';
 
 export interface AccountState {
   readonly balance: number;
@@ -187,8 +226,15 @@ export interface UsageDay {
   readonly cost: number;
 }
 
+/** How long a deduct that leased credit stood in the way keeps new leases from being granted. */
+export const LEASE_BLOCK_MS = 2_000;
+
 export class InsufficientBalanceError extends Error {
-  constructor() {
+  /**
+   * @param leased true when the deduction would fit if the tenant's credit leases were
+   *   given back (no lease is granted for LEASE_BLOCK_MS: recall them and ask again).
+   */
+  constructor(readonly leased = false) {
     super('the balance, less what open requests hold, does not cover this deduction');
     this.name = 'InsufficientBalanceError';
   }
@@ -228,10 +274,10 @@ export interface Ledger {
   renewLeases(tenantId: string, requestIds: readonly string[], now: number, leaseSeconds: number): Promise<number>;
   /**
    * Releases the hold unless it was claimed: the request was admitted but never
-   * reached its response processing (the client left in between). Returns true
-   * if it released something.
+   * reached its response processing (the client left in between). With no hold at
+   * all it leaves a tombstone (see UnclaimedOutcome).
    */
-  releaseUnclaimed(tenantId: string, requestId: string): Promise<boolean>;
+  releaseUnclaimed(tenantId: string, requestId: string): Promise<UnclaimedOutcome>;
   /** Releases holds whose lease ran out (their owner died). Returns how many. */
   reapExpired(tenantId: string, now: number): Promise<number>;
   /** Tenants that hold anything right now (for the reaper). */
@@ -240,9 +286,11 @@ export interface Ledger {
   account(tenantId: string, period: string): Promise<AccountState>;
   /**
    * Grant (amount > 0) or deduct (amount < 0). A deduct never takes the balance below what
-   * open requests hold (InsufficientBalanceError; nothing changes): a request admitted
-   * against held credit is always paid for. Credit set aside in leases does not count: a
-   * deduct makes open leases stale, and they are given back. Idempotent by key.
+   * is held, credit leases included (requests admitted inside a lease hold part of it):
+   * a request admitted against held credit is always paid for. InsufficientBalanceError
+   * (nothing changes) says when only leased credit stands in the way (`leased`): no lease
+   * is granted for a moment then, and the caller may recall the leases and ask again.
+   * Idempotent by key.
    */
   adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<AdjustResult>;
   /** null clears the cap. */

@@ -2,7 +2,7 @@
  * Input checks shared by the ledger implementations, so both refuse the same
  * inputs: bad input is a bug, refused (TypeError) before any write.
  */
-import type { LeaseInput, MoveInput, RateLimits, ReserveInput, SettleInput, UsageRecord } from './ledger-contract.js';
+import type { LeaseCommitment, LeaseInput, MoveInput, RateLimits, ReserveInput, SettleInput, UsageRecord } from './ledger-contract.js';
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -142,7 +142,15 @@ export function checkSettle(input: SettleInput): SettleInput {
     day: day(input.day, 'day'),
     usage: checkUsage(input.usage),
     now: instant(input.now, 'now'),
+    ...(input.lease === undefined ? {} : { lease: checkCommitment(input.lease, input.requestId) }),
   };
+}
+
+function checkCommitment(c: LeaseCommitment, requestId: string): LeaseCommitment {
+  if (typeof c !== 'object' || c === null) throw new TypeError('lease must be an object');
+  const id = nonEmpty(c.id, 'lease.id');
+  if (id === requestId) throw new TypeError('a request cannot be its own lease');
+  return { id, amount: nonNegativeInteger(c.amount, 'lease.amount') };
 }
 
 
@@ -186,6 +194,11 @@ export function checkLease(input: LeaseInput): LeaseInput {
   };
 }
 
+function flag(v: boolean | undefined, name: string): boolean {
+  if (v !== undefined && typeof v !== 'boolean') throw new TypeError(`${name} must be a boolean`);
+  return v === true;
+}
+
 export function checkMove(input: MoveInput): MoveInput {
   if (typeof input !== 'object' || input === null) throw new TypeError('move input must be an object');
   if (typeof input.owner !== 'string') throw new TypeError('owner must be a string');
@@ -204,5 +217,7 @@ export function checkMove(input: MoveInput): MoveInput {
     leaseSeconds: Math.min(positive(input.leaseSeconds, 'leaseSeconds'), ttl),
     owner: input.owner,
     now: instant(input.now, 'now'),
+    admitted: flag(input.admitted, 'admitted'),
+    claim: flag(input.claim, 'claim'),
   };
 }

@@ -48,6 +48,8 @@ import {
   type UsageDay,
   type UsageRecord,
   InsufficientBalanceError,
+  LEASE_BLOCK_MS,
+  type LeaseCommitment,
 } from './ledger-contract.js';
 
 type HoldState = 'held' | 'settled' | 'released';
@@ -81,8 +83,10 @@ interface TenantState {
   held: number;
   /** The open leases' part of held. */
   leased: number;
-  /** Raised by a cap change or a deduct: leases granted before are stale. */
+  /** Raised by a cap change: leases granted before are stale. */
   leaseGen: number;
+  /** No lease is granted before this instant (a deduct found leased credit in its way). */
+  leaseBlockUntil: number;
   cap: number | null;
   readonly spent: Map<string, number>;
   readonly holds: Map<string, Hold>;
@@ -191,6 +195,7 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
         held: 0,
         leased: 0,
         leaseGen: 0,
+        leaseBlockUntil: 0,
         cap: null,
         spent: new Map(),
         holds: new Map(),
@@ -241,6 +246,25 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
     trimOldest(t.usage, t.usageAt, maxRecords, clock - retention.usageRecordMs);
     trimOldest(t.ledger, t.ledgerAt, maxRecords, clock - retention.ledgerMs);
     for (const requestId of trimOldest(t.finished, t.finishedAt, maxFinishedHolds, clock - FINISHED_HOLD_MS)) if (t.holds.get(requestId)?.state !== 'held') t.holds.delete(requestId);
+  }
+
+  /** A request that never had a hold: a later reserve or move for it finds it taken and holds nothing. */
+  function tombstone(t: TenantState, requestId: string): void {
+    t.holds.set(requestId, { amount: 0, state: 'released', expiresAt: 0, deadline: 0, owner: '', period: '', keyId: null, charged: 0 });
+    finishedHold(t, requestId);
+  }
+
+  /**
+   * Takes a request's commitment out of its credit lease (the settlement then treats it as
+   * the request's hold). Not taken when the lease is gone or too small; stale either way
+   * when it is not the lease of the tenant's current generation.
+   */
+  function takeCommitment(t: TenantState, c: LeaseCommitment): { taken: boolean; stale: boolean } {
+    const lease = t.holds.get(c.id);
+    if (lease?.state !== 'held' || lease.lease !== true || lease.amount < c.amount) return { taken: false, stale: true };
+    lease.amount -= c.amount;
+    t.leased -= c.amount;
+    return { taken: true, stale: lease.gen !== t.leaseGen };
   }
 
   function releaseHold(t: TenantState, requestId: string, hold: Hold): void {
@@ -329,12 +353,14 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
       const existing = tenants.get(input.tenantId);
       const lease = existing?.holds.get(input.leaseId);
       if (existing !== undefined && lease?.state === 'held' && lease.gen !== existing.leaseGen) {
-        releaseHold(existing, input.leaseId, lease); // stale: the cap or the balance changed since
-        return { granted: 0, total: 0, gone: true };
+        // Stale (the cap changed since it was granted): it grows no more. Requests admitted
+        // inside it may still hold part of it, so its holder gives it back, not this.
+        return { granted: 0, total: lease.amount, gone: true };
       }
       if (lease !== undefined && (lease.state !== 'held' || lease.deadline <= input.now)) {
         return { granted: 0, total: lease.state === 'held' ? lease.amount : 0, gone: true };
       }
+      if ((existing?.leaseBlockUntil ?? 0) > input.now) return { granted: 0, total: lease?.amount ?? 0, gone: false };
       const held = existing?.held ?? 0;
       let grant = input.amount;
       if (input.creditCheck) grant = Math.min(grant, Math.floor(((existing?.balance ?? 0) - held) / input.headroom));
@@ -366,10 +392,7 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
       if (t?.holds.has(input.requestId) === true) return 'exists';
       const lease = t?.holds.get(input.leaseId);
       if (t === undefined || lease?.state !== 'held') return 'no_lease';
-      if (lease.gen !== t.leaseGen) {
-        releaseHold(t, input.leaseId, lease); // stale: the cap or the balance changed since
-        return 'no_lease';
-      }
+      if (lease.gen !== t.leaseGen && input.admitted !== true) return 'stale';
       if (lease.amount < input.amount) return 'no_lease';
       lease.amount -= input.amount;
       t.leased -= input.amount;
@@ -383,6 +406,7 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
         period: input.period,
         keyId: input.keyId,
         charged: 0,
+        ...(input.claim === true ? { claimed: true } : {}),
       });
       t.open.add(input.requestId);
       return 'moved';
@@ -399,11 +423,17 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
       let charged: number;
       let uncovered: number;
       const wasHeld = hold?.state === 'held';
+      // Admitted inside a lease and never moved out: the commitment leaves the lease now.
+      const fromLease = hold === undefined && input.lease !== undefined ? takeCommitment(t, input.lease) : null;
       if (wasHeld) {
         charged = Math.min(input.charge, hold.amount);
         uncovered = input.charge - charged;
         t.held -= hold.amount;
         t.open.delete(input.requestId);
+      } else if (fromLease?.taken === true) {
+        charged = Math.min(input.charge, input.lease!.amount);
+        uncovered = input.charge - charged;
+        t.held -= input.lease!.amount;
       } else if (input.creditCheck) {
         const available = Math.max(t.balance - t.held, 0);
         charged = Math.min(input.charge, available);
@@ -453,7 +483,7 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
         requests: (prev?.requests ?? 0) + input.usage.requestCount,
         cost: (prev?.cost ?? 0) + charged,
       });
-      return { applied: true, charged, uncovered };
+      return fromLease === null ? { applied: true, charged, uncovered } : { applied: true, charged, uncovered, leaseStale: fromLease.stale };
     },
 
     async release(tenantId, requestId) {
@@ -463,9 +493,7 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
       const t = state(tenantId);
       const hold = t.holds.get(requestId);
       if (!hold) {
-        // A tombstone: a later reserve for this request is a replay and holds nothing.
-        t.holds.set(requestId, { amount: 0, state: 'released', expiresAt: 0, deadline: 0, owner: '', period: '', keyId: null, charged: 0 });
-        finishedHold(t, requestId);
+        tombstone(t, requestId);
         return false;
       }
       if (hold.state !== 'held') return false;
@@ -503,11 +531,15 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
       open();
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(requestId, 'requestId');
-      const t = tenants.get(tenantId);
-      const hold = t?.holds.get(requestId);
-      if (!t || hold?.state !== 'held' || hold.claimed) return false;
+      const t = state(tenantId);
+      const hold = t.holds.get(requestId);
+      if (hold === undefined) {
+        tombstone(t, requestId);
+        return 'tombstone';
+      }
+      if (hold.state !== 'held' || hold.claimed) return 'kept';
       releaseHold(t, requestId, hold);
-      return true;
+      return 'released';
     },
 
     async reapExpired(tenantId, now) {
@@ -558,12 +590,14 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
       const first = existing?.adjustments.get(idempotencyKey);
       if (first !== undefined) return { ...copyEntry(first), replayed: true };
       const balance = existing?.balance ?? 0;
-      // A deduct leaves at least what open requests hold (credit leases are not requests: they go stale below).
-      const requestsHold = (existing?.held ?? 0) - (existing?.leased ?? 0);
-      if (amount < 0 && balance + amount < requestsHold) throw new InsufficientBalanceError();
+      // A deduct leaves at least what is held: requests admitted inside a lease hold part of it.
+      if (amount < 0 && balance + amount < (existing?.held ?? 0)) {
+        const leasedInTheWay = balance + amount >= (existing?.held ?? 0) - (existing?.leased ?? 0);
+        if (leasedInTheWay) existing!.leaseBlockUntil = now + LEASE_BLOCK_MS;
+        throw new InsufficientBalanceError(leasedInTheWay);
+      }
 
       const t = state(tenantId);
-      if (amount < 0) t.leaseGen += 1; // leases granted before the deduct are stale
       t.balance += amount;
       const entry = append(t, {
         time: new Date(now).toISOString(),

@@ -7,7 +7,8 @@
  *
  *   <p>:acct:{t}               hash    balance, held (every open hold, leases included), leased (the open
  *                                      leases' part of held), cap, spent:<period>, lease_gen (raised by a
- *                                      cap change or a deduct: leases of an older generation are stale)
+ *                                      cap change: leases of an older generation are stale), lease_block
+ *                                      (no lease is granted before this instant: a deduct met leased credit)
  *   <p>:hold:{t}:<rid>         hash    amount, state (held|settled|released), expires (end of the lease),
  *                                      deadline (the most a renewal can reach), owner (instance), period,
  *                                      key_id, charged, claimed (the response processing took it over)
@@ -34,6 +35,7 @@
 import { checkRetention, DEFAULT_RETENTION, FINISHED_HOLD_MS, type StreamRetention } from './retention.js';
 import {
   InsufficientBalanceError,
+  LEASE_BLOCK_MS,
   type AccountState,
   type Ledger,
   type LeaseInput,
@@ -98,17 +100,14 @@ local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'deadline', 'gen')
 local total = tonumber(h[2] or '0')
 local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'cap', 'spent:' .. ARGV[5], 'lease_gen')
 local gen = a[5] or '0'
-if h[1] == 'held' and (h[4] or '0') ~= gen then
-  -- Stale: the cap or the balance changed since it was granted. Given back now.
-  giveBack(KEYS[1], total, true)
-  redis.call('HSET', KEYS[2], 'state', 'released')
-  redis.call('ZREM', KEYS[3], ARGV[10])
-  return {0, 0, 1}
-end
+-- Stale (the cap changed since it was granted): it grows no more. Requests admitted inside
+-- it may still hold part of it, so its holder gives it back, not this.
+if h[1] == 'held' and (h[4] or '0') ~= gen then return {0, total, 1} end
 if h[1] and (h[1] ~= 'held' or tonumber(h[3]) <= now) then
   if h[1] ~= 'held' then total = 0 end
   return {0, total, 1}
 end
+if tonumber(redis.call('HGET', KEYS[1], 'lease_block') or '0') > now then return {0, total, 0} end
 local headroom = tonumber(ARGV[3])
 local held = tonumber(a[2] or '0')
 local grant = tonumber(ARGV[1])
@@ -140,21 +139,17 @@ return {grant, total + grant, 0}`;
 
 /**
  * A request's hold out of an open lease (KEYS: lease hold, request hold, holds, acct).
- * ARGV: amount, now, ttl (s), lease (ms), period, key id, owner, request id (encoded), lease id (encoded).
- * Returns 1 moved, 2 the request id has a hold or tombstone, 0 no open lease that large
- * (a stale lease, of an older generation, is given back then).
+ * ARGV: amount, now, ttl (s), lease (ms), period, key id, owner, request id (encoded), lease id (encoded),
+ * admitted before (1/0: a stale lease still gives), claimed (1/0).
+ * Returns 1 moved, 2 the request id has a hold or tombstone, 0 no open lease that large,
+ * 3 an admission met a stale lease (of an older generation; nothing changed).
  */
-const MOVE = GIVE_BACK + `
+const MOVE = `
 if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
 local amount = tonumber(ARGV[1])
 local h = redis.call('HMGET', KEYS[1], 'state', 'amount', 'gen')
 if h[1] ~= 'held' then return 0 end
-if (h[3] or '0') ~= (redis.call('HGET', KEYS[4], 'lease_gen') or '0') then
-  giveBack(KEYS[4], tonumber(h[2]), true)
-  redis.call('HSET', KEYS[1], 'state', 'released')
-  redis.call('ZREM', KEYS[3], ARGV[9])
-  return 0
-end
+if ARGV[10] ~= '1' and (h[3] or '0') ~= (redis.call('HGET', KEYS[4], 'lease_gen') or '0') then return 3 end
 if tonumber(h[2]) < amount then return 0 end
 redis.call('HINCRBY', KEYS[1], 'amount', 0 - amount)
 redis.call('HINCRBY', KEYS[4], 'leased', 0 - amount)
@@ -165,6 +160,7 @@ local expires = now + tonumber(ARGV[4])
 if expires > deadline then expires = deadline end
 redis.call('HSET', KEYS[2], 'amount', amount, 'state', 'held', 'expires', expires, 'deadline', deadline, 'period', ARGV[5],
   'key_id', ARGV[6], 'owner', ARGV[7])
+if ARGV[11] == '1' then redis.call('HSET', KEYS[2], 'claimed', 1) end
 redis.call('PEXPIRE', KEYS[2], ttl + ${FINISHED_HOLD_MS})
 redis.call('ZADD', KEYS[3], expires, ARGV[8])
 return 1`;
@@ -179,9 +175,27 @@ local function cutoff(retentionMs)
 end
 `;
 
+/**
+ * KEYS: acct, request hold, holds, ledger, usage, day, lease hold (the request hold again when
+ * there is no commitment). ARGV[18]: the commitment's amount inside that lease ('' none).
+ * Returns {applied, charged, uncovered, lease stale (1), fresh (0) or no commitment (-1)}.
+ */
 const SETTLE = CUTOFF + `
 local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'charged')
-if h[1] == 'settled' then return {0, tonumber(h[3] or '0'), 0} end
+if h[1] == 'settled' then return {0, tonumber(h[3] or '0'), 0, -1} end
+local stale = -1
+if not h[1] and ARGV[18] ~= '' then
+  -- Admitted inside the lease and never moved out: the commitment leaves the lease now.
+  stale = 1
+  local c = tonumber(ARGV[18])
+  local l = redis.call('HMGET', KEYS[7], 'state', 'amount', 'gen', 'lease')
+  if l[1] == 'held' and l[4] and tonumber(l[2]) >= c then
+    redis.call('HINCRBY', KEYS[7], 'amount', 0 - c)
+    redis.call('HINCRBY', KEYS[1], 'leased', 0 - c)
+    h = {'held', c}
+    if (l[3] or '0') == (redis.call('HGET', KEYS[1], 'lease_gen') or '0') then stale = 0 end
+  end
+end
 local charge = tonumber(ARGV[2])
 local charged = charge
 local uncovered = 0
@@ -214,15 +228,23 @@ redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|completion', ARGV[11])
 redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|requests', ARGV[13])
 redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|cost', charged)
 redis.call('EXPIRE', KEYS[6], 34560000)
-return {1, charged, uncovered}`;
+return {1, charged, uncovered, stale}`;
 
-const RELEASE = GIVE_BACK + `
+/**
+ * A tombstone for a request with no hold: a reserve or a move for it that arrives late (sent
+ * before an outage, executed after it) finds the hold taken and changes nothing.
+ */
+const TOMBSTONE = `
+local function tombstone(hk)
+  redis.call('HSET', hk, 'state', 'released', 'amount', 0)
+  redis.call('PEXPIRE', hk, ${FINISHED_HOLD_MS})
+end
+`;
+
+const RELEASE = GIVE_BACK + TOMBSTONE + `
 local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'lease')
 if not h[1] then
-  -- A tombstone: a reserve for this request that arrives late (sent before an
-  -- outage, executed after it) finds the hold taken and changes nothing.
-  redis.call('HSET', KEYS[2], 'state', 'released', 'amount', 0)
-  redis.call('PEXPIRE', KEYS[2], ${FINISHED_HOLD_MS})
+  tombstone(KEYS[2])
   return 0
 end
 if h[1] ~= 'held' then return 0 end
@@ -254,8 +276,13 @@ for i = 4, #ARGV do
 end
 return n`;
 
-const RELEASE_UNCLAIMED = GIVE_BACK + `
+/** Returns 1 released, 2 tombstone written (no hold at all), 0 kept. */
+const RELEASE_UNCLAIMED = GIVE_BACK + TOMBSTONE + `
 local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'claimed', 'lease')
+if not h[1] then
+  tombstone(KEYS[2])
+  return 2
+end
 if h[1] ~= 'held' or h[3] then return 0 end
 giveBack(KEYS[1], tonumber(h[2]), h[4])
 redis.call('HSET', KEYS[2], 'state', 'released')
@@ -278,15 +305,20 @@ for _, rid in ipairs(rids) do
 end
 return n`;
 
+/** ARGV[5]: now (ms): a deduct that leased credit stands in the way blocks new leases until now + LEASE_BLOCK_MS. */
 const ADJUST = CUTOFF + `
 local prev = redis.call('GET', KEYS[2])
 if prev then return 'R|' .. prev end
 local amount = tonumber(ARGV[1])
 local a = redis.call('HMGET', KEYS[1], 'balance', 'held', 'leased')
 local balance = tonumber(a[1] or '0')
--- A deduct leaves at least what open requests hold (credit leases are not requests: they go stale below).
-if amount < 0 and balance + amount < tonumber(a[2] or '0') - tonumber(a[3] or '0') then return 'INSUFFICIENT' end
-if amount < 0 then redis.call('HINCRBY', KEYS[1], 'lease_gen', 1) end
+local held = tonumber(a[2] or '0')
+-- A deduct leaves at least what is held: requests admitted inside a lease hold part of it.
+if amount < 0 and balance + amount < held then
+  if balance + amount < held - tonumber(a[3] or '0') then return 'INSUFFICIENT' end
+  redis.call('HSET', KEYS[1], 'lease_block', tonumber(ARGV[5]) + ${LEASE_BLOCK_MS})
+  return 'LEASED'
+end
 local after = redis.call('HINCRBY', KEYS[1], 'balance', amount)
 local t = 'grant'
 if amount < 0 then t = 'deduct' end
@@ -318,7 +350,7 @@ function defineScripts(client: RedisClient): Scripts {
   define('reserve', 5, RESERVE);
   define('lease', 3, LEASE);
   define('move', 4, MOVE);
-  define('settle', 6, SETTLE);
+  define('settle', 7, SETTLE);
   define('release', 3, RELEASE);
   define('reap', 2, REAP);
   define('adjust', 3, ADJUST);
@@ -487,23 +519,25 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
         scripts.move(
           k.hold(t, input.leaseId), k.hold(t, input.requestId), k.holds(t), k.acct(t),
           input.amount, input.now, input.holdTtlSeconds, Math.floor(input.leaseSeconds * 1000), input.period, input.keyId ?? '',
-          input.owner, enc(input.requestId), enc(input.leaseId),
+          input.owner, enc(input.requestId), enc(input.leaseId), input.admitted === true ? '1' : '0', input.claim === true ? '1' : '0',
         ),
       );
-      return r === 1 ? 'moved' : r === 2 ? 'exists' : 'no_lease';
+      return r === 1 ? 'moved' : r === 2 ? 'exists' : r === 3 ? 'stale' : 'no_lease';
     },
 
     async settle(raw: SettleInput): Promise<SettleOutcome> {
       const input = checkSettle(raw);
       const t = input.tenantId;
       const u = input.usage;
-      const [applied, charged, uncovered] = await replicated<[number, number, number]>('svc_settle', [
-          k.acct(t), k.hold(t, input.requestId), k.holds(t), k.ledger(t), k.usage(t), k.day(t, input.day),
+      const c = input.lease;
+      const [applied, charged, uncovered, stale] = await replicated<[number, number, number, number]>('svc_settle', [
+          k.acct(t), k.hold(t, input.requestId), k.holds(t), k.ledger(t), k.usage(t), k.day(t, input.day), k.hold(t, c ? c.id : input.requestId),
           enc(input.requestId), input.charge, input.creditCheck ? '1' : '0', input.period, new Date(input.now).toISOString(),
           t, u.keyId ?? '', u.alias, u.internalModel, u.promptTokens, u.completionTokens, u.totalTokens, u.requestCount,
-          u.estimated ? '1' : '0', u.time, retention.ledgerMs, retention.usageRecordMs,
+          u.estimated ? '1' : '0', u.time, retention.ledgerMs, retention.usageRecordMs, c ? c.amount : '',
       ]);
-      return { applied: applied === 1, charged: Number(charged), uncovered: Number(uncovered) };
+      const out = { applied: applied === 1, charged: Number(charged), uncovered: Number(uncovered) };
+      return stale === 1 || stale === 0 ? { ...out, leaseStale: stale === 1 } : out;
     },
 
     async release(tenantId, requestId) {
@@ -530,7 +564,7 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       nonEmpty(tenantId, 'tenantId');
       nonEmpty(requestId, 'requestId');
       const r = await redis(() => scripts.releaseUnclaimed(k.acct(tenantId), k.hold(tenantId, requestId), k.holds(tenantId), enc(requestId)));
-      return r === 1;
+      return r === 1 ? 'released' : r === 2 ? 'tombstone' : 'kept';
     },
 
     async reapExpired(tenantId, now) {
@@ -565,8 +599,8 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     async adjustBalance(tenantId, amount, idempotencyKey, reason, now) {
       checkAdjust(tenantId, amount, idempotencyKey, reason, now);
       const time = new Date(now).toISOString();
-      const r = await replicated<string>('svc_adjust', [k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time, retention.ledgerMs]);
-      if (r === 'INSUFFICIENT') throw new InsufficientBalanceError();
+      const r = await replicated<string>('svc_adjust', [k.acct(tenantId), k.idem(tenantId, idempotencyKey), k.ledger(tenantId), amount, reason, time, retention.ledgerMs, now]);
+      if (r === 'INSUFFICIENT' || r === 'LEASED') throw new InsufficientBalanceError(r === 'LEASED');
       const replayed = String(r).startsWith('R|'); // the key was applied before: its first entry comes back
       const [id = '', type = 'grant', amt = '0', after = '0', at = time] = String(r).slice(replayed ? 2 : 0).split('|');
       // The reason comes back from the stream entry itself (it may contain "|").

@@ -31,6 +31,17 @@ export function peerAddress(address: Address | undefined): string | null {
   return a ? a : null;
 }
 
+/** The hold ↔ dynamic metadata: its amount, whether it came out of a credit lease, the lease it is committed in. */
+export function holdToMetadata(h: { readonly held: number; readonly leased: boolean; readonly lease: string | null }): Record<string, string> {
+  return { held: String(h.held), ...(h.leased ? { leased: '1' } : {}), ...(h.lease ? { lease: h.lease } : {}) };
+}
+
+export function holdFromMetadata(md: Record<string, unknown> | undefined): { held: number | null; leased: boolean; lease: string | null } {
+  const held = md?.held;
+  const lease = md?.lease;
+  return { held: typeof held === 'string' && held !== '' ? Number(held) : null, leased: md?.leased === '1', lease: typeof lease === 'string' && lease !== '' ? lease : null };
+}
+
 /** Principal ↔ dynamic metadata (a flat Struct of strings). */
 export function principalToMetadata(p: Principal): Record<(typeof PRINCIPAL_FIELDS)[number], string> {
   return { tenant_id: p.tenantId, subject_id: p.subjectId, auth_method: p.method, scopes: p.scopes.join(' '), key_id: p.keyId ?? '', role: p.role ?? '' };
@@ -172,7 +183,7 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
             headersToRemove = ['x-api-key'];
           }
           const metadata: Record<string, string> | undefined = fields
-            ? { ...fields, ...(outcome.inference ? { held: String(outcome.inference.held), ...(outcome.inference.leased ? { leased: '1' } : {}) } : {}) }
+            ? { ...fields, ...(outcome.inference ? holdToMetadata(outcome.inference) : {}) }
             : undefined;
           callback(null, {
             status: OK_STATUS,

@@ -1,6 +1,6 @@
 import { status, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { Exchange, type Action, type ExchangeDeps, type ExchangeSummary } from '../../domain/exchange.js';
+import { Exchange, type Action, type ExchangeDeps, type ExchangeHold, type ExchangeSummary } from '../../domain/exchange.js';
 import { Errors, type GatewayError } from '../../domain/errors.js';
 import type {
   CommonResponse,
@@ -8,7 +8,7 @@ import type {
   ProcessingRequest,
   ProcessingResponse,
 } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
-import { AUTHZ_NAMESPACE, principalFromMetadata } from './authz-service.js';
+import { AUTHZ_NAMESPACE, holdFromMetadata, principalFromMetadata } from './authz-service.js';
 
 /** Key of the attributes Envoy sends to ext_proc (request.id, request.path, request.method). */
 const EXT_PROC_NAMESPACE = 'envoy.filters.http.ext_proc';
@@ -84,7 +84,7 @@ export interface ExtProcDeps {
    * provider only once it resolves null; otherwise it is refused with the error it
    * resolves to. null: nothing to wait for.
    */
-  readonly claim: (tenantId: string, requestId: string, leased: boolean) => Promise<GatewayError | null> | null;
+  readonly claim: (hold: ExchangeHold) => Promise<GatewayError | null> | null;
   /** A streamed response silent this long ends with an error event (below Envoy's idle timeout). */
   readonly streamStallMs: number;
   /** Called once per exchange when it ends (the log line and the settlement). */
@@ -247,7 +247,7 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
           const wasStarted = exchange.started;
           const res = handle(exchange, req);
           const hold = !wasStarted && exchange.started ? exchange.hold : null;
-          const confirmed = hold ? deps.claim(hold.tenantId, hold.requestId, hold.leased) : null;
+          const confirmed = hold ? deps.claim(hold) : null;
           // Only a lone request-headers message (GET /usage) is answered asynchronously,
           // and a body admitted from a credit lease once the store has confirmed its hold.
           if (res instanceof Promise) res.then((r) => guarded(() => send(req, r)), fail);
@@ -294,8 +294,7 @@ function accessLogFields(s: ExchangeSummary): Record<string, string | number> {
 /** What ext_authz left for this request in dynamic metadata: the principal and the hold. */
 function gateDecision(req: ProcessingRequest) {
   const md = req.metadataContext?.filterMetadata[AUTHZ_NAMESPACE];
-  const held = md?.held;
-  return { principal: principalFromMetadata(md), held: typeof held === 'string' && held !== '' ? Number(held) : null, leased: md?.leased === '1' };
+  return { principal: principalFromMetadata(md), ...holdFromMetadata(md) };
 }
 
 /** Request attributes Envoy sends with the first message when request headers are not sent. */

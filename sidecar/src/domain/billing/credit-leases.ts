@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Ledger, MoveOutcome } from '../../store/ledger-contract.js';
+import type { LeaseCommitment, Ledger, MoveOutcome } from '../../store/ledger-contract.js';
 
 /**
  * Credit leases: admission without a round trip to the store.
@@ -9,11 +9,22 @@ import type { Ledger, MoveOutcome } from '../../store/ledger-contract.js';
  * instance sets a slice of a busy tenant's available credit aside as one hold
  * in the store (the lease), checked once against the balance and the spend cap
  * for the whole slice, and admits the tenant's next requests against it
- * locally. Each admission still gets its own hold in the store: the piece is
- * moved out of the lease by a script sent before the admission's answer leaves,
- * so claims, settlements, releases, renewals and the reaper see ordinary holds.
- * Money stays where it was: the lease was already counted as held, and a move
- * changes no total.
+ * locally: the request's worst case is committed inside the lease, with no store
+ * call. Its settlement takes the commitment out of the lease in the same script
+ * (Ledger.settle with `lease`), and a request that delivered nothing gives it
+ * back to the lease locally. Money stays where it was: the lease was already
+ * counted as held, and a commitment changes no total in the store.
+ *
+ * A commitment is made only while the store confirmed the lease within
+ * CONFIRMED_WITHIN_MS (a grant, a settlement out of it, a move, a renewal) and
+ * renewed it within two thirds of its lease: an instance cut off from the store
+ * stops admitting within a second, and what it admitted is covered by credit the
+ * store still holds. Otherwise the request's hold is moved out of the lease by a
+ * script sent before the admission's answer leaves (the store then confirms the
+ * lease again). A lease of an older generation (the cap changed) is given back as
+ * soon as a settlement or a move reports it. Giving a lease back (below) first
+ * moves every commitment still in flight into a hold of its own, so a request
+ * never depends on a lease that is gone.
  *
  * A lease is sized for `requests` requests like the one that opened or grew it,
  * at most the room / `headroom` (other instances and direct holds keep the rest),
@@ -43,12 +54,24 @@ export interface LeaseEvents {
   failed(what: string, err: unknown): void;
 }
 
+interface Commitment {
+  readonly amount: number;
+  readonly keyId: string | null;
+  readonly period: string;
+}
+
 interface Lease {
   readonly id: string;
   readonly tenantId: string;
   readonly openedAt: number;
-  /** Micro-units this instance may still move into request holds. */
+  /** Micro-units this instance may still commit or move into request holds. */
   available: number;
+  /** Requests admitted inside the lease and not settled, released or moved out yet. */
+  readonly commitments: Map<string, Commitment>;
+  /** When the store last said this lease is open (and of the current generation). */
+  confirmedAt: number;
+  /** When the store last extended the lease's own expiry (a grant or a renewal). */
+  renewedAt: number;
   lastUsed: number;
   /** Moves and extensions under way (a retirement waits for them). */
   readonly pending: Set<Promise<void>>;
@@ -60,8 +83,23 @@ interface Lease {
 /** After a refused growth, the tenant is not asked for a lease again for this long. */
 const COOLDOWN_MS = 1_000;
 
+/** A lease admits by commitment only while the store confirmed it this recently. */
+export const CONFIRMED_WITHIN_MS = 1_000;
+
+/**
+ * How a request was admitted from a lease: committed inside it (`moved` null: no store
+ * call was made), or its hold moved out of it (the store's answer, which the request
+ * must see as 'moved' before it reaches the provider).
+ */
+export interface Taken {
+  readonly leaseId: string;
+  readonly moved: Promise<MoveOutcome | 'failed'> | null;
+}
+
 export class CreditLeases {
   private readonly byTenant = new Map<string, Lease>();
+  /** Request id → the lease it is committed in. */
+  private readonly byRequest = new Map<string, Lease>();
   private readonly cooldown = new Map<string, number>();
   private readonly retiring = new Set<Promise<void>>();
   private sweeper: NodeJS.Timeout | null = null;
@@ -76,15 +114,12 @@ export class CreditLeases {
   ) {}
 
   /**
-   * Admits a request locally when this tenant's lease has room for its hold: the
-   * hold's move out of the lease is sent now, and the answer is what the store made
-   * of it ('moved': the request has its own open hold; 'failed': the store could not
-   * say). The request must not reach the provider before that answer is 'moved' (the
-   * response processing waits for it, while Envoy carries the request from ext_authz
-   * to ext_proc). null: no lease with room (hold it directly; `grow` then opens or
-   * grows the lease for the next ones).
+   * Admits a request locally when this tenant's lease has room for its hold: committed
+   * inside the lease when the store confirmed it recently, otherwise moved out of it by a
+   * script sent now (see Taken). null: no lease with room (hold it directly; `grow` then
+   * opens or grows the lease for the next ones).
    */
-  take(tenantId: string, requestId: string, keyId: string | null, amount: number, period: string): Promise<MoveOutcome | 'failed'> | null {
+  take(tenantId: string, requestId: string, keyId: string | null, amount: number, period: string): Taken | null {
     const l = this.byTenant.get(tenantId);
     if (!l || l.closed) return null;
     const s = this.settings();
@@ -96,12 +131,19 @@ export class CreditLeases {
     if (l.available < amount) return null;
     l.available -= amount;
     l.lastUsed = now;
+    if (l.available < amount * Math.ceil(s.lease.requests / 2)) this.grow(tenantId, amount, period);
+    if (now - l.confirmedAt <= CONFIRMED_WITHIN_MS && now - l.renewedAt <= (s.holdLeaseSeconds * 2000) / 3) {
+      l.commitments.set(requestId, { amount, keyId, period });
+      this.byRequest.set(requestId, l);
+      return { leaseId: l.id, moved: null };
+    }
     const moved = this.ledger
       .moveFromLease({ tenantId, leaseId: l.id, requestId, keyId, amount, period, holdTtlSeconds: s.holdTtlSeconds, leaseSeconds: s.holdLeaseSeconds, owner: this.owner, now })
       .then(
         (outcome) => {
-          if (outcome === 'exists') l.available += amount; // the request id was taken: nothing left the lease
-          else if (outcome === 'no_lease') this.forget(l); // released, reaped or stale (a cap change, a deduct) in the store
+          if (outcome === 'moved') l.confirmedAt = Math.max(l.confirmedAt, now);
+          else if (outcome === 'exists') l.available += amount; // the request id was taken: nothing left the lease
+          else void this.retireLease(l); // released, reaped or stale (a cap change) in the store
           return outcome;
         },
         (err: unknown) => {
@@ -113,8 +155,54 @@ export class CreditLeases {
         },
       );
     this.track(l, moved.then(() => undefined));
-    if (l.available < amount * Math.ceil(s.lease.requests / 2)) this.grow(tenantId, amount, period);
-    return moved;
+    return { leaseId: l.id, moved };
+  }
+
+  /** The commitment this request holds inside a lease (null: none; it has a hold of its own, or nothing). */
+  commitment(requestId: string): LeaseCommitment | null {
+    const l = this.byRequest.get(requestId);
+    const c = l?.commitments.get(requestId);
+    return l && c ? { id: l.id, amount: c.amount } : null;
+  }
+
+  /**
+   * The request's settlement was applied (`stale` as the store reported it: true, the
+   * lease admits no more and is given back; false, the store confirmed it) or could not
+   * be written (undefined: the settlement is journaled with its commitment, which stays
+   * out of what this lease admits).
+   */
+  settled(requestId: string, stale: boolean | undefined): void {
+    const l = this.byRequest.get(requestId);
+    if (!l) return;
+    this.drop(l, requestId);
+    if (stale === true) void this.retireLease(l);
+    else if (stale === false) l.confirmedAt = Math.max(l.confirmedAt, this.now());
+  }
+
+  /**
+   * A request that delivered nothing: its commitment goes back to the lease, with no store
+   * call, when the lease still admits. False when the request has no commitment, or its
+   * lease is being given back (the store must release it: it may have been moved).
+   */
+  releaseLocal(requestId: string): boolean {
+    const l = this.byRequest.get(requestId);
+    const c = l?.commitments.get(requestId);
+    if (!l || !c) return false;
+    this.drop(l, requestId);
+    if (l.closed) return false;
+    l.available += c.amount;
+    return true;
+  }
+
+  /** Forgets a commitment whose credit left the lease some other way (another process moved it). */
+  forgetCommitment(requestId: string): void {
+    const l = this.byRequest.get(requestId);
+    if (l) this.drop(l, requestId);
+  }
+
+  private drop(l: Lease, requestId: string): void {
+    l.commitments.delete(requestId);
+    if (this.byRequest.get(requestId) === l) this.byRequest.delete(requestId);
   }
 
   /** Opens or grows this tenant's lease in the background, sized for requests holding `perRequest`. */
@@ -125,7 +213,7 @@ export class CreditLeases {
     let l = this.byTenant.get(tenantId);
     if (l && (l.extending || l.closed)) return;
     if (!l) {
-      l = { id: `lease.${randomUUID()}`, tenantId, openedAt: now, available: 0, lastUsed: now, pending: new Set(), extending: false, closed: false };
+      l = { id: `lease.${randomUUID()}`, tenantId, openedAt: now, available: 0, commitments: new Map(), confirmedAt: 0, renewedAt: 0, lastUsed: now, pending: new Set(), extending: false, closed: false };
       this.byTenant.set(tenantId, l);
       this.startSweeper();
     }
@@ -152,9 +240,10 @@ export class CreditLeases {
         .then(
           (r) => {
             lease.extending = false;
-            if (r.gone) return this.forget(lease);
+            if (r.gone) return void this.retireLease(lease); // released, reaped or stale in the store
             if (r.granted > 0) {
               lease.available += r.granted;
+              lease.confirmedAt = lease.renewedAt = Math.max(lease.renewedAt, now);
               return;
             }
             this.cooldown.set(tenantId, now + COOLDOWN_MS);
@@ -188,8 +277,10 @@ export class CreditLeases {
     for (const l of [...this.byTenant.values()]) {
       if (l.closed || l.extending) continue;
       try {
-        const n = await this.ledger.renewLeases(l.tenantId, [l.id], this.now(), s.holdLeaseSeconds);
-        if (n === 0 && !l.extending) this.forget(l);
+        const at = this.now();
+        const n = await this.ledger.renewLeases(l.tenantId, [l.id], at, s.holdLeaseSeconds);
+        if (n > 0) l.renewedAt = Math.max(l.renewedAt, at);
+        else if (!l.extending) void this.retireLease(l);
       } catch (err) {
         this.events.failed('lease', err);
         void this.retireLease(l);
@@ -231,6 +322,7 @@ export class CreditLeases {
       // Moves were sent before this release on the same connection, so they land first;
       // waiting for them keeps a move from ever meeting a lease given back under it.
       while (l.pending.size) await Promise.all([...l.pending]);
+      await this.moveCommitments(l);
       try {
         await this.ledger.release(l.tenantId, l.id);
       } catch (err) {
@@ -240,6 +332,30 @@ export class CreditLeases {
     this.retiring.add(done);
     void done.finally(() => this.retiring.delete(done));
     return done;
+  }
+
+  /**
+   * Every request still committed inside a lease being given back gets a hold of its own
+   * (a settlement or release sent meanwhile is ordered with its move in the store: whichever
+   * lands second finds the request's hold or tombstone). A commitment whose move could not
+   * be written stays known: its settlement still names the lease.
+   */
+  private async moveCommitments(l: Lease): Promise<void> {
+    const s = this.settings();
+    const now = this.now();
+    await Promise.all(
+      [...l.commitments].map(async ([requestId, c]) => {
+        try {
+          await this.ledger.moveFromLease({
+            tenantId: l.tenantId, leaseId: l.id, requestId, keyId: c.keyId, amount: c.amount, period: c.period,
+            holdTtlSeconds: s.holdTtlSeconds, leaseSeconds: s.holdLeaseSeconds, owner: this.owner, now, admitted: true,
+          });
+          this.drop(l, requestId);
+        } catch (err) {
+          this.events.failed('lease', err);
+        }
+      }),
+    );
   }
 
   private startSweeper(): void {
@@ -254,7 +370,7 @@ export class CreditLeases {
     const idleMs = this.settings().lease.idleSeconds * 1000;
     const now = this.now();
     for (const l of [...this.byTenant.values()]) {
-      if (l.pending.size === 0 && now - l.lastUsed >= idleMs) void this.retireLease(l);
+      if (l.pending.size === 0 && l.commitments.size === 0 && now - l.lastUsed >= idleMs) void this.retireLease(l);
     }
     for (const [t, until] of this.cooldown) if (until <= now) this.cooldown.delete(t);
     if (this.byTenant.size === 0 && this.sweeper) {

@@ -1,6 +1,6 @@
 import type { Config, Price } from '../../config/schema.js';
 import { StoreUnavailableError } from '../../store/contract.js';
-import type { Ledger, MoveOutcome, ReserveOutcome, SettleInput } from '../../store/ledger-contract.js';
+import type { LeaseCommitment, Ledger, MoveOutcome, ReserveOutcome, SettleInput } from '../../store/ledger-contract.js';
 import type { Principal } from '../auth/principal.js';
 import type { ResolvedAlias } from '../catalog.js';
 import { Errors, gatewayError, type GatewayError } from '../errors.js';
@@ -53,11 +53,16 @@ const RECALL_POLL_MS = 5;
 export interface Admitted {
   readonly held: number;
   /**
-   * The hold was moved out of this tenant's credit lease without waiting for the
-   * store: the response processing must see it confirmed (Billing.confirmation)
-   * before the request goes on to the provider.
+   * Admitted from this tenant's credit lease without waiting for the store: either
+   * committed inside it (`lease`), or its hold moved out of it, which the response
+   * processing must see confirmed (Billing.confirmation) before the request goes on.
    */
   readonly leased: boolean;
+  /**
+   * The lease the request is committed in (it has no hold of its own): a response
+   * processing in another process moves it out before the request goes on (Billing.claim).
+   */
+  readonly lease: string | null;
 }
 
 export type AdmitResult = { ok: true; admitted: Admitted } | { ok: false; error: GatewayError; retryAfter?: number };
@@ -143,12 +148,13 @@ export class Billing {
     const limited = rl.requestsPerMinute !== null || rl.tokensPerMinute !== null;
     const leasing = this.cfg.creditLease.enabled && !limited;
     const tenantId = principal.tenantId;
-    const moved = leasing ? this.leases.take(tenantId, requestId, principal.keyId, worst.cost, periodOf(now)) : null;
-    if (moved) {
-      this.confirming.set(requestId, moved.then((outcome) => this.confirmMove(outcome, principal, ctx, requestId, worst, now)));
+    const taken = leasing ? this.leases.take(tenantId, requestId, principal.keyId, worst.cost, periodOf(now)) : null;
+    if (taken) {
+      const moved = taken.moved;
+      if (moved) this.confirming.set(requestId, moved.then((outcome) => this.confirmMove(outcome, principal, ctx, requestId, worst, now)));
       this.opened(tenantId, requestId, worst.cost);
       this.events.admitted?.('lease');
-      return { ok: true, admitted: { held: worst.cost, leased: true } };
+      return { ok: true, admitted: { held: worst.cost, leased: true, lease: moved ? null : taken.leaseId } };
     }
     let outcome = await this.reserve(principal, requestId, worst, limited, now);
     if (outcome === null) return { ok: false, error: gatewayError(Errors.creditsUnavailable) };
@@ -169,7 +175,7 @@ export class Billing {
         this.events.admitted?.('direct');
         if (leasing) this.leases.grow(tenantId, worst.cost, periodOf(now));
       }
-      return { ok: true, admitted: { held: worst.cost, leased: false } };
+      return { ok: true, admitted: { held: worst.cost, leased: false, lease: null } };
     }
     switch (outcome.reason) {
       case 'insufficient_credit':
@@ -183,14 +189,14 @@ export class Billing {
 
   /**
    * What a lease admission's move came to. The lease was gone (released, reaped, or stale
-   * after a cap change or a deduct): the request is held directly instead, so it gets the
+   * after a cap change): the request is held directly instead, so it gets the
    * answer a direct hold gives (a refusal then comes from the response processing, the
    * one case where it does not come from ext_authz). The store could not say, or the
    * request id was taken: 503, the money path fails closed.
    */
   private async confirmMove(outcome: MoveOutcome | 'failed', principal: Principal, ctx: InferenceContext, requestId: string, worst: WorstCase, now: number): Promise<GatewayError | null> {
     if (outcome === 'moved') return null;
-    if (outcome !== 'no_lease') return gatewayError(Errors.creditsUnavailable);
+    if (outcome !== 'no_lease' && outcome !== 'stale') return gatewayError(Errors.creditsUnavailable);
     const direct = await this.reserve(principal, requestId, worst, false, now);
     if (direct === null) return gatewayError(Errors.creditsUnavailable);
     if (direct.ok) return null;
@@ -307,9 +313,15 @@ export class Billing {
     // Claimed elsewhere (another instance's ext_proc), that instance keeps the lease from now on.
     this.live.delete(requestId);
     return this.ledger.releaseUnclaimed(u.tenantId, requestId).then(
-      () => undefined,
+      (outcome) => {
+        // A commitment nobody moved out of its lease (the tombstone keeps anyone from doing so
+        // now) goes back to the lease; one moved out has left it in the store already.
+        if (outcome !== 'tombstone' || !this.leases.releaseLocal(requestId)) this.leases.forgetCommitment(requestId);
+      },
       () => {
-        // The store is down: the lease runs out and a reaper releases the hold.
+        // The store is down: the lease runs out and a reaper releases the hold. A commitment
+        // stays out of what the lease admits.
+        this.leases.forgetCommitment(requestId);
       },
     );
   }
@@ -329,9 +341,10 @@ export class Billing {
    * Returns false when another process placed the hold (its holdOpened fired there,
    * and its unclaimedReleased fires there after the grace period). `leased`: the gate
    * admitted it from a credit lease; when that was another process, whether the store
-   * has its hold is the answer of this claim (see confirmation).
+   * has its hold is the answer of this claim (see confirmation). `lease`: it was committed
+   * inside that process's lease: this process moves it out into a claimed hold of its own.
    */
-  claim(tenantId: string, requestId: string, leased = false): boolean {
+  claim(tenantId: string, requestId: string, leased = false, lease: LeaseCommitment | null = null): boolean {
     const local = this.unclaimed.get(requestId);
     if (local) {
       clearTimeout(local.timer);
@@ -339,13 +352,24 @@ export class Billing {
       return true;
     }
     this.live.set(requestId, tenantId);
-    const claimed = this.ledger.claim(tenantId, requestId, this.owner);
+    const claimed = lease ? this.claimFromLease(tenantId, requestId, lease) : this.ledger.claim(tenantId, requestId, this.owner);
     claimed.catch((err: unknown) => this.events.failed('claim', err));
-    if (leased) {
+    if (leased || lease) {
       const unavailable = gatewayError(Errors.creditsUnavailable);
       this.confirming.set(requestId, claimed.then((open) => (open ? null : unavailable), () => unavailable));
     }
     return false;
+  }
+
+  /** A request committed in another process's lease: its hold moved out (or, moved there already, claimed). */
+  private async claimFromLease(tenantId: string, requestId: string, lease: LeaseCommitment): Promise<boolean> {
+    const now = this.now();
+    const outcome = await this.ledger.moveFromLease({
+      tenantId, leaseId: lease.id, requestId, keyId: null, amount: lease.amount, period: periodOf(now),
+      holdTtlSeconds: this.cfg.holdTtlSeconds, leaseSeconds: this.cfg.holdLeaseSeconds, owner: this.owner, now, admitted: true, claim: true,
+    });
+    if (outcome === 'moved') return true;
+    return outcome === 'exists' && this.ledger.claim(tenantId, requestId, this.owner);
   }
 
   /**
@@ -431,7 +455,7 @@ export class Billing {
 
   private async settleOrRelease(f: Finished): Promise<void> {
     const release: PendingOp = { op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId };
-    if (!f.usage || !f.ctx) return this.apply(release);
+    if (!f.usage || !f.ctx) return this.leases.releaseLocal(f.requestId) ? undefined : this.apply(release);
     let input: SettleInput;
     try {
       input = this.settleInput(f, f.ctx, f.usage);
@@ -439,13 +463,15 @@ export class Billing {
       // Not a figure the ledger could ever take: record the failure, free the hold.
       this.events.failed('settle', err);
       this.events.operation?.('settle', 'failed');
-      return this.apply(release);
+      return this.leases.releaseLocal(f.requestId) ? undefined : this.apply(release);
     }
     await this.apply({ op: 'settle', input });
   }
 
   private settleInput(f: Finished, ctx: InferenceContext, usage: Usage): SettleInput {
+    const lease = this.leases.commitment(f.requestId);
     return {
+      ...(lease ? { lease } : {}),
       tenantId: f.principal.tenantId,
       requestId: f.requestId,
       charge: costOf(this.priceOf(ctx), usage, ctx.requestCount),
@@ -475,6 +501,7 @@ export class Billing {
       return;
     }
     const r = await this.ledger.settle(op.input);
+    if (op.input.lease) this.leases.settled(op.input.requestId, r.leaseStale);
     if (r.applied) {
       this.events.settled({ requestId: op.input.requestId, charged: r.charged, uncovered: r.uncovered, estimated: op.input.usage.estimated });
     }
