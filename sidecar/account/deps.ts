@@ -18,6 +18,12 @@ export interface AccountDeps {
   readonly trigger: AutoTopupTrigger;
   /** A key was revoked here: drop it from every gateway instance's cache (the revocation pub/sub). */
   readonly onKeyRevoked: (hash: string) => Promise<void>;
+  /**
+   * Asks every gateway instance to give its credit leases of a workspace back (the lease
+   * recall broadcast): a new spend cap applies to requests admitted after it is set.
+   * Absent: nothing to recall (the leases see the new cap at their next settlement).
+   */
+  readonly recallLeases?: (workspaceId: string) => Promise<void>;
   readonly log: Logger;
   readonly now?: () => number;
 }

@@ -10,7 +10,8 @@ import { parseArgs } from 'node:util';
 import { loadConfigOrExit } from '../src/config/load.js';
 import { closeLogger, createLogger } from '../src/adapters/logger.js';
 import { createAccountStore, createLedger, createStore } from '../src/store/create.js';
-import { createKeyEvents } from '../src/store/key-events.js';
+import { createBroadcast, createKeyEvents } from '../src/store/key-events.js';
+import { LEASE_RECALL_TOPIC } from '../src/domain/billing/lease-recall.js';
 import { createAutoTopupTrigger } from '../src/store/auto-topup-trigger.js';
 import { buildAccountService } from './server.js';
 import { paymentsFromConfig } from './payments/from-config.js';
@@ -26,7 +27,8 @@ const store = createStore(cfg);
 const ledger = createLedger(cfg);
 const accounts = createAccountStore(cfg);
 const trigger = createAutoTopupTrigger(cfg, ledger);
-const keyEvents = createKeyEvents(cfg);
+const broadcast = createBroadcast(cfg);
+const keyEvents = createKeyEvents(cfg, broadcast);
 const app = buildAccountService({
   cfg,
   store,
@@ -36,6 +38,7 @@ const app = buildAccountService({
   payments: paymentsFromConfig(cfg),
   log,
   onKeyRevoked: (hash) => keyEvents.publish(hash),
+  recallLeases: (workspaceId) => broadcast.publish(LEASE_RECALL_TOPIC, workspaceId),
 });
 const url = new URL(cfg.accountService.url);
 await app.listen({ port: Number(values.port ?? url.port), host: values.host ?? url.hostname });

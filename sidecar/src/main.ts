@@ -23,6 +23,7 @@ import { AutoTopupRunner } from '../account/auto-topup.js';
 import { paymentsFromConfig } from '../account/payments/from-config.js';
 import { Billing } from './domain/billing/service.js';
 import { SettlementJournal } from './domain/billing/journal.js';
+import { LEASE_RECALL_TOPIC, type Recall } from './domain/billing/lease-recall.js';
 import { Gate } from './domain/gate.js';
 import { AdmissionCache } from './domain/admission-cache.js';
 import { usageReport } from './domain/billing/usage-report.js';
@@ -57,8 +58,6 @@ function adminToken(env: NodeJS.ProcessEnv): string {
   return token;
 }
 
-/** Broadcast topic: give back your credit lease of this tenant (its message is the tenant id). */
-const LEASE_RECALL_TOPIC = 'leases:recall';
 
 export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process.env) {
   const log = createLogger(cfg.log.level, `${cfg.brand}-sidecar`);
@@ -247,6 +246,10 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       exchange: () => exchangeDeps,
     }),
   });
+  // A deduct never takes leased credit and a new cap applies at once: the leases come back first (this instance's at once).
+  const recallLeases: Recall = async (tenantId) => {
+    await Promise.all([billing.recallReceived(tenantId), broadcast.publish(LEASE_RECALL_TOPIC, tenantId)]);
+  };
   const admin = buildAdminServer({
     store,
     ledger,
@@ -260,13 +263,14 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
     accounts,
     tiers: cfg.accountService.tiers,
     onKeyRevoked: (hash) => void revoked(hash),
+    recallLeases,
   });
   await admin.listen({ host: cfg.listen.admin.host, port: cfg.listen.admin.port });
   const adminPort = (admin.server.address() as { port: number }).port;
   // The embedded memory store lives in this process, so the account service does too (its own listener).
   const accountService =
     store.kind === 'memory'
-      ? buildAccountService({ cfg, store, ledger, accounts, trigger, payments, log, onKeyRevoked: revoked })
+      ? buildAccountService({ cfg, store, ledger, accounts, trigger, payments, log, onKeyRevoked: revoked, recallLeases })
       : null;
   if (accountService) {
     const url = new URL(cfg.accountService.url);

@@ -6,6 +6,7 @@ import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { dumpRedis } from '../harness/redis.js';
 import { call, expectEnvelope, post } from '../harness/http.js';
 import { readSse } from '../harness/sse.js';
+import { CONFIRMED_WITHIN_MS } from '../../sidecar/src/domain/billing/credit-leases.js';
 
 /** Prepaid credits, holds, settlement, spend caps, throttling and usage, through real Envoy and Redis. */
 let gw: TestGateway;
@@ -291,7 +292,7 @@ describe('metering', () => {
 });
 
 describe('the store goes away (fails closed; nothing lost)', () => {
-  it('Redis paused mid-load → 503 credits_unavailable and no provider call; afterwards every completed request is in the usage counter', async () => {
+  it('Redis paused mid-load → 503 credits_unavailable and no provider call (once the credit lease went unconfirmed); afterwards every completed request is in the usage counter', async () => {
     const { tenant, key } = await newTenant(100_000_000);
     const body = chat('steady #sim:delay=1500 #sim:tokens=2');
     await post(`${gw.base}/chat/completions`, chat('warm'), key); // the key is now in the cache
@@ -301,6 +302,9 @@ describe('the store goes away (fails closed; nothing lost)', () => {
     const inFlight = Array.from({ length: 8 }, () => post(`${gw.base}/chat/completions`, body, key));
     await providerHasSeen(before + 8); // admitted and held, waiting on the provider
     await gw.redis!.pause();
+    // A lease admits by commitment only while the store confirmed it within CONFIRMED_WITHIN_MS (its credit is
+    // held in the store all along); past that, admission asks the store, which does not answer.
+    await new Promise((r) => setTimeout(r, CONFIRMED_WITHIN_MS + 100));
     const duringOutage = await Promise.all(Array.from({ length: 8 }, () => post(`${gw.base}/chat/completions`, body, key)));
     const completed = await Promise.all(inFlight); // their settlements fail now and are journaled
     const providerCalls = (await simRequests()) - before;

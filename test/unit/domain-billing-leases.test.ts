@@ -19,6 +19,7 @@ import type { Principal } from '../../sidecar/src/domain/auth/principal.js';
 import { SettlementJournal } from '../../sidecar/src/domain/billing/journal.js';
 import { worstCase } from '../../sidecar/src/domain/billing/pricing.js';
 import { CONFIRMED_WITHIN_MS } from '../../sidecar/src/domain/billing/credit-leases.js';
+import { adjustRecallingLeases, setCapRecallingLeases } from '../../sidecar/src/domain/billing/lease-recall.js';
 import { Billing } from '../../sidecar/src/domain/billing/service.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
 import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
@@ -82,6 +83,20 @@ async function funded(amount = 10_000_000, now = Date.now()) {
 async function firstRequest(billing: Billing): Promise<void> {
   expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
   await sleep(5);
+}
+
+/** req-0 held directly, req-1 committed inside the lease it opened; `recall` reaches this one instance (recorded). */
+async function committedOne() {
+  const { ledger, calls } = await funded(10_000_000);
+  const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+  await firstRequest(billing);
+  expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true);
+  const recalls: string[] = [];
+  const recall = async (t: string) => {
+    recalls.push(t);
+    void billing.recallReceived(t);
+  };
+  return { ledger, calls, billing, hold: holdOf(), recalls, recall };
 }
 
 describe('Billing with credit leases', () => {
@@ -210,6 +225,54 @@ describe('Billing with credit leases', () => {
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: hold * 2 - charges, held: 0, leased: 0 });
     // No lease for a moment after the refusal: the next request is held directly.
     expect(await billing.admit(principal, ctxOf(), 'req-2')).toMatchObject({ ok: true, admitted: { leased: false } });
+  });
+
+  it('adjustRecallingLeases: a deduct leases stand in the way of recalls them once and applies when they are back; with no one to give them back it is refused after a second', async () => {
+    const { ledger, calls, billing, hold, recalls, recall } = await committedOne();
+    const entry = await adjustRecallingLeases(ledger, recall, 'ten_1', -(10_000_000 - hold * 2), 'd-1', 'correction', Date.now);
+    expect(entry).toMatchObject({ type: 'deduct', balanceAfter: hold * 2, replayed: false });
+    expect(recalls).toEqual(['ten_1']);
+    expect(calls.moveFromLease).toBe(1); // req-1 holds its own now
+    // Grants and deducts that fit go straight through; more than requests hold is refused at once.
+    expect(await adjustRecallingLeases(ledger, async () => { throw new Error('no recall expected'); }, 'ten_1', 5, 'g-2', 'grant', Date.now)).toMatchObject({ balanceAfter: hold * 2 + 5 });
+    await expect(adjustRecallingLeases(ledger, async () => { throw new Error('no recall expected'); }, 'ten_1', -(hold + 6), 'd-2', 'too much', Date.now)).rejects.toMatchObject({ leased: false });
+
+    // A lease nobody gives back (its instance is deaf): refused with `leased` once half of LEASE_BLOCK_MS passed.
+    const other = await funded(1_000_000);
+    const deaf = new Billing(other.ledger, cfg.billing, journal(), quiet);
+    await firstRequest(deaf);
+    let t = Date.now();
+    const clock = () => (t += 100);
+    const deafRecalls: string[] = [];
+    const err = await adjustRecallingLeases(other.ledger, async (x) => void deafRecalls.push(x), 'ten_1', -(1_000_000 - hold), 'd-3', 'all of it', clock).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InsufficientBalanceError);
+    expect((err as InsufficientBalanceError).leased).toBe(true);
+    expect(deafRecalls).toEqual(['ten_1']);
+    expect((await other.ledger.ledger('ten_1', 10)).filter((e) => e.type === 'deduct')).toHaveLength(0);
+    await deaf.stopLeasing();
+  });
+
+  it('setCapRecallingLeases: the leases granted under the old cap come back before it returns (committed requests moved out); a deaf instance leaves them, reported', async () => {
+    const { ledger, calls, billing, hold, recalls, recall } = await committedOne();
+    expect(await setCapRecallingLeases(ledger, recall, 'ten_1', hold * 2, Date.now)).toBe(0);
+    expect(recalls).toEqual(['ten_1']);
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ cap: hold * 2, held: hold * 2, leased: 0 });
+    expect(calls.moveFromLease).toBe(1);
+    // Requests after it meet the new cap at once (here: reached).
+    const r = await billing.admit(principal, ctxOf(), 'req-2');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.entry.code).toBe('spend_cap_exceeded');
+    // With no lease anywhere it does not recall at all.
+    expect(await setCapRecallingLeases(ledger, async () => { throw new Error('no recall expected'); }, 'ten_1', null, Date.now)).toBe(0);
+
+    const other = await funded(1_000_000);
+    const deaf = new Billing(other.ledger, cfg.billing, journal(), quiet);
+    await firstRequest(deaf);
+    let t = Date.now();
+    const left = await setCapRecallingLeases(other.ledger, async () => {}, 'ten_1', 5_000_000, () => (t += 100));
+    expect(left).toBe(deaf.leased);
+    expect(left).toBeGreaterThan(0);
+    await deaf.stopLeasing();
   });
 
   it('a direct hold says so (not leased); it leaves an open lease alone; a refusal without a lease asks the store once', async () => {

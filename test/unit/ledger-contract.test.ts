@@ -747,6 +747,25 @@ export function describeLedgerContract(
       expect(await ledger.moveFromLease(moveInput('lease_c', rid(), 100))).toBe('moved');
     });
 
+    it('staleLeased: what open leases granted before the last cap change still set aside', async () => {
+      await grant(ledger, 10_000);
+      expect(await ledger.staleLeased(T)).toBe(0);
+      await ledger.extendLease(leaseInput('lease_a', { amount: 400, headroom: 1 }));
+      await ledger.extendLease(leaseInput('lease_b', { amount: 300, headroom: 1 }));
+      await ledger.reserve(reserveInput(rid(), { amount: 100 })); // a request's hold is not a lease
+      expect(await ledger.staleLeased(T)).toBe(0);
+      await ledger.setCap(T, 1_000_000);
+      expect(await ledger.staleLeased(T)).toBe(700);
+      await ledger.extendLease(leaseInput('lease_c', { amount: 200, headroom: 1 })); // fresh
+      expect(await ledger.moveFromLease({ ...moveInput('lease_a', rid(), 150), admitted: true })).toBe('moved');
+      expect(await ledger.staleLeased(T)).toBe(550);
+      await ledger.release(T, 'lease_a');
+      await ledger.release(T, 'lease_b');
+      expect(await ledger.staleLeased(T)).toBe(0);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ held: 250, leased: 200 });
+      expect(await ledger.staleLeased('ten_nobody')).toBe(0);
+    });
+
     it('a settlement takes a commitment out of its lease when the request has no hold: charged at most the commitment, the rest of the lease stays', async () => {
       await grant(ledger, 10_000);
       await ledger.extendLease(leaseInput('lease_1', { amount: 1_000 }));

@@ -9,6 +9,7 @@ import { envelope, gatewayError, type ErrorEntry } from '../../src/domain/errors
 import { AutoTopupBody, SpendCapBody, TopupBody, TransactionsQuery } from '../schemas.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { PaymentUnavailableError } from '../payments/provider.js';
+import { setCapRecallingLeases } from '../../src/domain/billing/lease-recall.js';
 
 /** Free amounts are whole cents. */
 const CENT = 10_000;
@@ -185,7 +186,7 @@ export function creditRoutes(app: FastifyInstance, deps: AccountDeps): void {
     const c = await caller(req);
     requireOwnerOrAdmin(c);
     const body = parseWith(SpendCapBody, 'body', req.body ?? {});
-    await deps.ledger.setCap(c.workspaceId, body.spend_cap);
+    await setCapRecallingLeases(deps.ledger, deps.recallLeases ?? (async () => {}), c.workspaceId, body.spend_cap, clock);
     deps.log.info({ tenant_id: c.workspaceId, spend_cap: body.spend_cap, person_id: c.personId }, 'spend cap set');
     const p = period();
     const a = await deps.ledger.account(c.workspaceId, p);

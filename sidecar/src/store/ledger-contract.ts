@@ -293,8 +293,13 @@ export interface Ledger {
    * Idempotent by key.
    */
   adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<AdjustResult>;
-  /** null clears the cap. */
+  /**
+   * null clears the cap. Open credit leases go stale (they admit and grow no more), but
+   * only their holders can give them back (requests may be committed inside them).
+   */
   setCap(tenantId: string, cap: number | null): Promise<void>;
+  /** Micro-units still set aside in stale credit leases (granted before the last cap change). */
+  staleLeased(tenantId: string): Promise<number>;
   /**
    * Newest first. `before`: only entries older than the one with this id
    * (exclusive), for cursor pagination; ids only grow, so a page never shifts

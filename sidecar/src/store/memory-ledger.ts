@@ -621,6 +621,18 @@ export function createMemoryLedger(opts: MemoryLedgerOptions = {}): Ledger {
       t.leaseGen += 1;
     },
 
+    async staleLeased(tenantId) {
+      open();
+      nonEmpty(tenantId, 'tenantId');
+      const t = tenants.get(tenantId);
+      let sum = 0;
+      for (const id of t?.open ?? []) {
+        const h = t!.holds.get(id);
+        if (h?.lease === true && h.gen !== t!.leaseGen) sum += h.amount;
+      }
+      return sum;
+    },
+
     async ledger(tenantId, limit, before) {
       open();
       checkListing(tenantId, limit);

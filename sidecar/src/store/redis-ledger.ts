@@ -328,6 +328,16 @@ redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('SET', KEYS[2], entry, 'EX', 2592000)
 return entry`;
 
+/** Stale leases' amounts (KEYS: acct, holds; ARGV: hold key prefix): open leases of an older generation. */
+const STALE_LEASED = `
+local gen = redis.call('HGET', KEYS[1], 'lease_gen') or '0'
+local sum = 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, 9999)) do
+  local h = redis.call('HMGET', ARGV[1] .. id, 'state', 'lease', 'gen', 'amount')
+  if h[1] == 'held' and h[2] and (h[3] or '0') ~= gen then sum = sum + tonumber(h[4]) end
+end
+return sum`;
+
 /** Drop ARGV[1] from the hold index KEYS[1] only if its score is still ARGV[2] (no reserve re-indexed it meanwhile). */
 const UNINDEX = `
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('ZREM', KEYS[1], ARGV[1]) end
@@ -343,6 +353,7 @@ type Scripts = {
   renew: (...args: (string | number)[]) => Promise<number>;
   releaseUnclaimed: (...args: (string | number)[]) => Promise<number>;
   unindex: (...args: (string | number)[]) => Promise<number>;
+  staleLeased: (...args: (string | number)[]) => Promise<number>;
 };
 
 function defineScripts(client: RedisClient): Scripts {
@@ -358,6 +369,7 @@ function defineScripts(client: RedisClient): Scripts {
   define('renew', 1, RENEW);
   define('release_unclaimed', 3, RELEASE_UNCLAIMED);
   define('unindex', 1, UNINDEX);
+  define('stale_leased', 2, STALE_LEASED);
   const c = client as unknown as Record<string, (...args: (string | number)[]) => Promise<unknown>>;
   return {
     reserve: (...a) => c.svc_reserve!(...a) as Promise<number>,
@@ -369,6 +381,7 @@ function defineScripts(client: RedisClient): Scripts {
     renew: (...a) => c.svc_renew!(...a) as Promise<number>,
     releaseUnclaimed: (...a) => c.svc_release_unclaimed!(...a) as Promise<number>,
     unindex: (...a) => c.svc_unindex!(...a) as Promise<number>,
+    staleLeased: (...a) => c.svc_stale_leased!(...a) as Promise<number>,
   };
 }
 
@@ -607,6 +620,11 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       const stored = await redis(() => client.xrange(k.ledger(tenantId), id, id));
       const f = stored[0] ? fields(stored[0][1]) : {};
       return { id, time: at, type: type as LedgerEntry['type'], amount: Number(amt), balanceAfter: Number(after), requestId: null, reason: f.reason ?? reason, replayed };
+    },
+
+    async staleLeased(tenantId) {
+      nonEmpty(tenantId, 'tenantId');
+      return redis(() => scripts.staleLeased(k.acct(tenantId), k.holds(tenantId), k.holdPrefix(tenantId)));
     },
 
     async setCap(tenantId, cap) {

@@ -2,6 +2,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { createTenant, issueKey, keyView, OperatorError, revokeKey } from '../../domain/operator.js';
+import { adjustRecallingLeases, setCapRecallingLeases } from '../../domain/billing/lease-recall.js';
 import { StoreConflictError, StoreUnavailableError, type Store } from '../../store/contract.js';
 import { InsufficientBalanceError, type Ledger } from '../../store/ledger-contract.js';
 import { isRole, type AccountStore, type CreditTier } from '../../store/account-contract.js';
@@ -30,6 +31,12 @@ export interface AdminDeps {
   /** Prometheus exposition (GET /metrics, admin token required like every operator endpoint). */
   readonly metrics?: { readonly contentType: string; text(): Promise<string> };
   /** Re-reads the configuration file and applies it on every instance (POST /admin/config/reload). */
+  /**
+   * Asks every instance (this one included) to give its credit leases of a tenant back: a
+   * deduct never takes leased credit, and a new cap applies to requests admitted after it is
+   * set. Absent: no instance leases credit to recall.
+   */
+  readonly recallLeases?: (tenantId: string) => Promise<void>;
   readonly reloadConfig?: () => Promise<{ ok: true; generation: number; moved: readonly string[]; changed: boolean } | { ok: false; problems: readonly string[] }>;
 }
 
@@ -176,7 +183,8 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
         const { amount, idempotency_key: key, reason } = req.body ?? {};
         if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount === 0) throw new OperatorError(400, 'amount must be a non-zero integer of micro-units');
         if (typeof key !== 'string' || !key || key.length > 200) throw new OperatorError(400, 'idempotency_key is required (1-200 characters)');
-        const entry = await deps.ledger.adjustBalance(tenant, amount, key, typeof reason === 'string' ? reason.slice(0, 200) : '', Date.now());
+        const why = typeof reason === 'string' ? reason.slice(0, 200) : '';
+        const entry = await adjustRecallingLeases(deps.ledger, deps.recallLeases ?? (async () => {}), tenant, amount, key, why, Date.now);
         if (entry.replayed) return reply.code(200).send({ ...entry, currency }); // applied before: nothing changed
         deps.log.info({ tenant_id: tenant, amount, entry_id: entry.id }, 'credits adjusted');
         return reply.code(201).send({ ...entry, currency });
@@ -188,7 +196,8 @@ export function buildAdminServer(deps: AdminDeps): FastifyInstance {
       if (amount !== null && (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount < 0)) {
         throw new OperatorError(400, 'amount must be a non-negative integer of micro-units, or null to clear the cap');
       }
-      await deps.ledger.setCap(tenant, amount);
+      const stale = await setCapRecallingLeases(deps.ledger, deps.recallLeases ?? (async () => {}), tenant, amount, Date.now);
+      if (stale > 0) deps.log.warn({ tenant_id: tenant, stale_leased: stale }, 'spend cap set; an instance has not given back its credit lease yet');
       return { tenant_id: tenant, spend_cap: amount, currency };
     });
     money.get<{ Params: { id: string }; Querystring: { period?: string } }>('/admin/tenants/:id/account', async (req) => {

@@ -18,7 +18,7 @@ import type { LeaseCommitment, Ledger, MoveOutcome } from '../../store/ledger-co
  * A commitment is made only while the store confirmed the lease within
  * CONFIRMED_WITHIN_MS (a grant, a settlement out of it, a move, a renewal) and
  * renewed it within two thirds of its lease: an instance cut off from the store
- * stops admitting within a second, and what it admitted is covered by credit the
+ * stops admitting within half a second, and what it admitted is covered by credit the
  * store still holds. Otherwise the request's hold is moved out of the lease by a
  * script sent before the admission's answer leaves (the store then confirms the
  * lease again). A lease of an older generation (the cap changed) is given back as
@@ -84,7 +84,7 @@ interface Lease {
 const COOLDOWN_MS = 1_000;
 
 /** A lease admits by commitment only while the store confirmed it this recently. */
-export const CONFIRMED_WITHIN_MS = 1_000;
+export const CONFIRMED_WITHIN_MS = 500;
 
 /**
  * How a request was admitted from a lease: committed inside it (`moved` null: no store
