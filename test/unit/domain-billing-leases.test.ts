@@ -87,7 +87,7 @@ async function firstRequest(billing: Billing): Promise<void> {
 
 /** req-0 held directly, req-1 committed inside the lease it opened; `recall` reaches this one instance (recorded). */
 async function committedOne() {
-  const { ledger, calls } = await funded(10_000_000);
+  const { ledger, calls, fail } = await funded(10_000_000);
   const billing = new Billing(ledger, cfg.billing, journal(), quiet);
   await firstRequest(billing);
   expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true);
@@ -96,7 +96,7 @@ async function committedOne() {
     recalls.push(t);
     void billing.recallReceived(t);
   };
-  return { ledger, calls, billing, hold: holdOf(), recalls, recall };
+  return { ledger, calls, fail, billing, hold: holdOf(), recalls, recall };
 }
 
 describe('Billing with credit leases', () => {
@@ -273,6 +273,25 @@ describe('Billing with credit leases', () => {
     expect(left).toBe(deaf.leased);
     expect(left).toBeGreaterThan(0);
     await deaf.stopLeasing();
+  });
+
+  it('a settlement that waits in the journal does not keep its lease alive: going idle, the lease moves the commitment into a hold of its own, which the retried settlement settles', async () => {
+    const { ledger, calls, fail, billing, hold } = await committedOne();
+    billing.claim('ten_1', 'req-1', true);
+    fail.add('settle');
+    await settle(billing, 'req-1'); // journaled, with its commitment
+    expect(calls.moveFromLease ?? 0).toBe(0);
+    expect(billing.claim('ten_1', 'req-0')).toBe(true);
+    await billing.finish({ principal, ctx: null, requestId: 'req-0', usage: null, startedAt: Date.now() });
+    await sleep(600); // idle for longer than idleSeconds
+    expect(calls.moveFromLease).toBe(1);
+    expect(billing.leased).toBe(0);
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold, leased: 0 }); // req-1's own hold
+    fail.clear();
+    expect(await billing.retryPending()).toBe(0);
+    const [rec] = await ledger.usageRecords('ten_1', 1);
+    expect(rec?.requestId).toBe('req-1');
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - rec!.cost, held: 0, leased: 0 });
   });
 
   it('a direct hold says so (not leased); it leaves an open lease alone; a refusal without a lease asks the store once', async () => {

@@ -58,6 +58,8 @@ interface Commitment {
   readonly amount: number;
   readonly keyId: string | null;
   readonly period: string;
+  /** The request ended and its settlement waits in the journal: the lease may go idle without it. */
+  journaled: boolean;
 }
 
 interface Lease {
@@ -133,7 +135,7 @@ export class CreditLeases {
     l.lastUsed = now;
     if (l.available < amount * Math.ceil(s.lease.requests / 2)) this.grow(tenantId, amount, period);
     if (now - l.confirmedAt <= CONFIRMED_WITHIN_MS && now - l.renewedAt <= (s.holdLeaseSeconds * 2000) / 3) {
-      l.commitments.set(requestId, { amount, keyId, period });
+      l.commitments.set(requestId, { amount, keyId, period, journaled: false });
       this.byRequest.set(requestId, l);
       return { leaseId: l.id, moved: null };
     }
@@ -192,6 +194,16 @@ export class CreditLeases {
     if (l.closed) return false;
     l.available += c.amount;
     return true;
+  }
+
+  /**
+   * The request's settlement could not be written and waits in the journal (with the
+   * commitment). Its lease may go idle all the same: giving it back moves the commitment
+   * into a hold of its own, which the journaled settlement then settles.
+   */
+  journaled(requestId: string): void {
+    const c = this.byRequest.get(requestId)?.commitments.get(requestId);
+    if (c) c.journaled = true;
   }
 
   /** Forgets a commitment whose credit left the lease some other way (another process moved it). */
@@ -370,7 +382,7 @@ export class CreditLeases {
     const idleMs = this.settings().lease.idleSeconds * 1000;
     const now = this.now();
     for (const l of [...this.byTenant.values()]) {
-      if (l.pending.size === 0 && l.commitments.size === 0 && now - l.lastUsed >= idleMs) void this.retireLease(l);
+      if (l.pending.size === 0 && now - l.lastUsed >= idleMs && [...l.commitments.values()].every((c) => c.journaled)) void this.retireLease(l);
     }
     for (const [t, until] of this.cooldown) if (until <= now) this.cooldown.delete(t);
     if (this.byTenant.size === 0 && this.sweeper) {

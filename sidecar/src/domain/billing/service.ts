@@ -515,8 +515,13 @@ export class Billing {
       this.events.failed(op.op, err);
       // Only an unreachable store is worth retrying; an input the ledger refuses never
       // will be (its hold is released by the reaper when it expires).
-      if (err instanceof StoreUnavailableError) this.journalOnly(op);
-      else this.events.operation?.(op.op, 'failed');
+      if (err instanceof StoreUnavailableError) {
+        this.journalOnly(op);
+        if (op.op === 'settle') this.leases.journaled(op.input.requestId);
+      } else {
+        this.events.operation?.(op.op, 'failed');
+        if (op.op === 'settle') this.leases.settled(op.input.requestId, undefined); // never applicable: the lease keeps nothing for it
+      }
     }
   }
 
