@@ -244,7 +244,12 @@ describe('Billing with credit leases', () => {
     let t = Date.now();
     const clock = () => (t += 100);
     const deafRecalls: string[] = [];
-    const err = await adjustRecallingLeases(other.ledger, async (x) => void deafRecalls.push(x), 'ten_1', -(1_000_000 - hold), 'd-3', 'all of it', clock).catch((e: unknown) => e);
+    // The recall cannot even be sent (the broadcast is down): the same answer.
+    const broken = async (x: string) => {
+      deafRecalls.push(x);
+      throw new Error('broadcast down');
+    };
+    const err = await adjustRecallingLeases(other.ledger, broken, 'ten_1', -(1_000_000 - hold), 'd-3', 'all of it', clock).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InsufficientBalanceError);
     expect((err as InsufficientBalanceError).leased).toBe(true);
     expect(deafRecalls).toEqual(['ten_1']);
@@ -269,7 +274,8 @@ describe('Billing with credit leases', () => {
     const deaf = new Billing(other.ledger, cfg.billing, journal(), quiet);
     await firstRequest(deaf);
     let t = Date.now();
-    const left = await setCapRecallingLeases(other.ledger, async () => {}, 'ten_1', 5_000_000, () => (t += 100));
+    const left = await setCapRecallingLeases(other.ledger, async () => { throw new Error('broadcast down'); }, 'ten_1', 5_000_000, () => (t += 100));
+    expect((await other.ledger.account('ten_1', PERIOD)).cap).toBe(5_000_000); // set all the same
     expect(left).toBe(deaf.leased);
     expect(left).toBeGreaterThan(0);
     await deaf.stopLeasing();

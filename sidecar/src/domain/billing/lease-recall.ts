@@ -18,6 +18,9 @@ const POLL_MS = 20;
 
 const pause = () => new Promise((r) => setTimeout(r, POLL_MS));
 
+/** A recall that cannot be sent (the broadcast is down) is as good as one nobody answered: the waits below decide. */
+const tryRecall = (recall: Recall, tenantId: string) => recall(tenantId).catch(() => undefined);
+
 /**
  * A balance adjustment that, when only credit leases stand in the way of a deduct, recalls
  * the tenant's leases once and asks again until they are back, for at most WAIT_MS.
@@ -34,7 +37,7 @@ export async function adjustRecallingLeases(ledger: Ledger, recall: Recall, tena
       if (!(err instanceof InsufficientBalanceError) || !err.leased || now() >= until) throw err;
       if (!recalled) {
         recalled = true;
-        await recall(tenantId);
+        await tryRecall(recall, tenantId);
       }
       await pause();
     }
@@ -52,7 +55,7 @@ export async function setCapRecallingLeases(ledger: Ledger, recall: Recall, tena
   await ledger.setCap(tenantId, cap);
   let stale = await ledger.staleLeased(tenantId);
   if (stale === 0) return 0;
-  await recall(tenantId);
+  await tryRecall(recall, tenantId);
   const until = now() + WAIT_MS;
   while (stale > 0 && now() < until) {
     await pause();
