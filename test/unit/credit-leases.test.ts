@@ -99,6 +99,12 @@ describe('CreditLeases.take', () => {
     expect(store.moves).toHaveLength(0);
     expect(leases.commitment('r1')).toStrictEqual({ id, amount: 10 });
     expect(leases.commitment('r11')).toBeNull();
+    expect(leases.committed).toBe(10);
+    for (let i = 1; i <= 5; i++) leases.settled(`r${i}`, false);
+    for (let i = 6; i <= 9; i++) expect(leases.releaseLocal(`r${i}`)).toBe(true);
+    leases.forgetCommitment('r10');
+    expect(leases.committed).toBe(0); // nothing kept per request once it ended
+    expect(leases.commitment('r1')).toBeNull();
     expect(leases.take('ten_2', 'x', null, 0, '2026-11')).toBeNull(); // another tenant has no lease
   });
 
@@ -106,7 +112,7 @@ describe('CreditLeases.take', () => {
     const store = standIn();
     const leases = make(store);
     const start = now;
-    const id = await opened(store, leases, 10, 100);
+    const id = await opened(store, leases, 10, 1_000);
     now += CONFIRMED_WITHIN_MS;
     expect(leases.take('ten_1', 'a', 'key_1', 10, '2026-11')!.moved).toBeNull();
     now += 1;
@@ -119,14 +125,17 @@ describe('CreditLeases.take', () => {
     // The move confirmed the lease: the next commits again. So does a settlement that found it fresh.
     expect(leases.take('ten_1', 'c', null, 10, '2026-11')!.moved).toBeNull();
     unconfirmed();
+    leases.settled('c', undefined); // no word on the lease (not applied, or journaled): confirms nothing
+    expect(leases.take('ten_1', 'x', null, 10, '2026-11')!.moved).not.toBeNull();
     leases.settled('a', false);
     expect(leases.take('ten_1', 'd', null, 10, '2026-11')!.moved).toBeNull();
     // Confirmed, but not renewed for 10 s (two thirds of a 15 s lease): moves.
     now = start + 10_000;
-    leases.settled('c', false);
+    leases.take('ten_1', 'c2', null, 10, '2026-11'); // (moved: not confirmed since the last take)
+    leases.settled('d', false);
     expect(leases.take('ten_1', 'e', null, 10, '2026-11')!.moved).toBeNull();
     now += 1;
-    leases.settled('d', false);
+    leases.settled('e', false);
     expect(leases.take('ten_1', 'f', null, 10, '2026-11')!.moved).not.toBeNull();
     // A renewal answered brings commitments back.
     const renewing = leases.renew();
@@ -418,21 +427,27 @@ describe('CreditLeases, the rest of a lease life', () => {
       return e.input.leaseId;
     })();
     leases.take('ten_1', 'c', null, 10, '2026-11'); // committed at `now`
+    now += 2_000;
+    await vi.advanceTimersByTimeAsync(1_000); // a sweep: idle long enough, but a request is committed inside it
+    expect(store.releases).toEqual([]);
+    leases.journaled('c'); // its settlement waits in the journal: it no longer keeps the lease
     unconfirmed();
     leases.take('ten_1', 'a', null, 10, '2026-11'); // used at `now`, its move under way
     now += 2_000;
-    await vi.advanceTimersByTimeAsync(1_000); // a sweep: idle long enough, but a move is under way
+    await vi.advanceTimersByTimeAsync(1_000); // idle long enough, but a move is under way
     expect(store.releases).toEqual([]);
     store.moves[0]!.resolve('moved');
-    await vi.advanceTimersByTimeAsync(1_000); // a request is still committed inside it
-    expect(store.releases).toEqual([]);
-    leases.settled('c', false);
     now -= 1; // 1 ms short of idle
     await vi.advanceTimersByTimeAsync(1_000);
-    expect(store.releases).toEqual([]);
+    expect(store.moves).toHaveLength(1);
     now += 1;
     await vi.advanceTimersByTimeAsync(1_000);
+    // Given back: the journaled commitment first moves into a hold of its own.
+    expect(store.moves.map((m) => m.input)).toEqual([expect.objectContaining({ requestId: 'a' }), expect.objectContaining({ requestId: 'c', admitted: true })]);
+    store.moves[1]!.resolve('moved');
+    await vi.advanceTimersByTimeAsync(0);
     expect(store.releases).toEqual([id]);
+    expect(leases.committed).toBe(0);
     expect(vi.getTimerCount()).toBe(0); // the sweep stopped with no lease left
   });
 

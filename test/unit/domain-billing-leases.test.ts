@@ -268,7 +268,9 @@ describe('Billing with credit leases', () => {
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.error.entry.code).toBe('spend_cap_exceeded');
     // With no lease anywhere it does not recall at all.
-    expect(await setCapRecallingLeases(ledger, async () => { throw new Error('no recall expected'); }, 'ten_1', null, Date.now)).toBe(0);
+    const none: string[] = [];
+    expect(await setCapRecallingLeases(ledger, async (t) => void none.push(t), 'ten_1', null, Date.now)).toBe(0);
+    expect(none).toEqual([]);
 
     const other = await funded(1_000_000);
     const deaf = new Billing(other.ledger, cfg.billing, journal(), quiet);
@@ -298,6 +300,35 @@ describe('Billing with credit leases', () => {
     const [rec] = await ledger.usageRecords('ten_1', 1);
     expect(rec?.requestId).toBe('req-1');
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - rec!.cost, held: 0, leased: 0 });
+  });
+
+  it('a commitment nobody processed: after the claim grace its tombstone is written and it goes back to the lease; one another process moved out does not', async () => {
+    const { ledger } = await funded(10_000_000);
+    const slowIdle = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } }).billing;
+    const authzSide = new Billing(ledger, slowIdle, journal(), quiet, Date.now, 'inst-a');
+    const procSide = new Billing(ledger, slowIdle, journal(), quiet, Date.now, 'inst-b');
+    const hold = holdOf();
+    expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
+    expect(authzSide.claim('ten_1', 'req-0')).toBe(true);
+    await sleep(5);
+    const full = authzSide.leased;
+    const lost = await authzSide.admit(principal, ctxOf(), 'req-lost');
+    const taken = await authzSide.admit(principal, ctxOf(300), 'req-taken'); // a different amount: each is told apart
+    if (!lost.ok || !taken.ok || !taken.admitted.lease) throw new Error('not committed');
+    const bigger = holdOf(300);
+    await sleep(5); // the lease may grow meanwhile
+    const before = authzSide.leased;
+    expect(before).toBeLessThan(full + 8 * bigger);
+    expect(procSide.claim('ten_1', 'req-taken', true, { id: taken.admitted.lease, amount: bigger })).toBe(false);
+    expect(await procSide.confirmation('req-taken')).toBeNull();
+    await sleep(1300);
+    expect(authzSide.leased).toBe(before + hold); // req-lost's back; req-taken's left the lease in the store
+    expect(await ledger.moveFromLease({ tenantId: 'ten_1', leaseId: taken.admitted.lease, requestId: 'req-lost', keyId: null, amount: hold, period: PERIOD, holdTtlSeconds: 60, leaseSeconds: 15, owner: 'x', now: Date.now(), admitted: true })).toBe('exists');
+    await settle(procSide, 'req-taken', ctxOf(300));
+    await settle(authzSide, 'req-0');
+    await authzSide.stopLeasing();
+    const charges = (await ledger.usageRecords('ten_1', 100)).reduce((sum, r) => sum + r.cost, 0);
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - charges, held: 0, leased: 0 });
   });
 
   it('a direct hold says so (not leased); it leaves an open lease alone; a refusal without a lease asks the store once', async () => {
@@ -552,13 +583,13 @@ describe('Billing with credit leases', () => {
     if (!r1.ok || !r1.admitted.lease) throw new Error('not committed');
     const commitment = { id: r1.admitted.lease, amount: r1.admitted.held };
     expect((await authzSide.admit(principal, ctxOf(), 'req-lost')).ok).toBe(true); // nobody will process it
+    // A cap change since (the lease is stale): a request admitted before still moves out.
+    await ledger.setCap('ten_1', 1_000_000_000);
     // The other instance moves it out of the first one's lease (named in the metadata) before it goes on.
     expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
     expect(await procSide.confirmation('req-1')).toBeNull();
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() * 2 });
-    // Claimed there: a second claim (a retried stream) finds the hold, a missing lease or request refuses.
-    expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
-    expect(await procSide.confirmation('req-1')).toBeNull();
+    // A missing lease or request refuses.
     expect(procSide.claim('ten_1', 'req-nolease', true, { id: 'lease.none', amount: 1 })).toBe(false);
     expect((await procSide.confirmation('req-nolease'))?.entry.code).toBe('credits_unavailable');
     expect(procSide.claim('ten_1', 'req-unknown', true)).toBe(false);
@@ -566,6 +597,10 @@ describe('Billing with credit leases', () => {
     await procSide.finish({ principal, ctx: null, requestId: 'req-unknown', usage: null, startedAt: Date.now() });
     await sleep(1300); // authzSide's grace passes: the claimed hold stays; req-lost's commitment goes back to the lease
     expect(authzSide.inFlight.unclaimed).toBe(0);
+    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() }); // req-1's, claimed there (req-0 released)
+    // Claimed there: a second claim (a retried stream) finds the hold.
+    expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
+    expect(await procSide.confirmation('req-1')).toBeNull();
     await settle(procSide, 'req-1');
     const [rec] = await ledger.usageRecords('ten_1', 1);
     expect(rec?.requestId).toBe('req-1');

@@ -800,12 +800,20 @@ export function describeLedgerContract(
       // Too small: nothing taken from it; charged from the available balance (1000 - 400 held by the lease).
       expect(await ledger.settle({ ...settleInput(rid(), 50), lease: { id: 'lease_s', amount: 401 } })).toStrictEqual({ ...settled(true, 50, 0), leaseStale: true });
       expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 950, leased: 400 });
-      // Unknown: the same.
+      // Unknown: the same. A request's own hold is not a lease: nothing is taken from it.
       expect(await ledger.settle({ ...settleInput(rid(), 50), lease: { id: 'lease_none', amount: 1 } })).toStrictEqual({ ...settled(true, 50, 0), leaseStale: true });
+      const other = rid();
+      await ledger.reserve(reserveInput(other, { amount: 100 }));
+      expect(await ledger.settle({ ...settleInput(rid(), 10), lease: { id: other, amount: 100 } })).toStrictEqual({ ...settled(true, 10, 0), leaseStale: true });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 890, held: 100, leased: 400 });
+      expect(await ledger.release(T, other)).toBe(true);
       // Stale (the cap changed): still taken out of it (it holds the credit), and reported.
       await ledger.setCap(T, 100_000);
       expect(await ledger.settle({ ...settleInput(rid(), 30), lease: { id: 'lease_s', amount: 60 } })).toStrictEqual({ ...settled(true, 30, 0), leaseStale: true });
-      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 870, held: 0, leased: 340, spent: 130 });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 860, held: 0, leased: 340, spent: 140 });
+      // To the last micro-unit: a commitment of all that is left empties it.
+      expect(await ledger.settle({ ...settleInput(rid(), 0), lease: { id: 'lease_s', amount: 340 } })).toStrictEqual({ ...settled(true, 0, 0), leaseStale: true });
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 860, held: 0, leased: 0 });
       // A request id cannot be its own lease; a negative commitment is refused.
       await expect(ledger.settle({ ...settleInput('req_self', 1), lease: { id: 'req_self', amount: 1 } })).rejects.toThrow(TypeError);
       await expect(ledger.settle({ ...settleInput(rid(), 1), lease: { id: 'lease_s', amount: -1 } })).rejects.toThrow(TypeError);

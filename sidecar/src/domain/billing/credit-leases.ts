@@ -300,6 +300,11 @@ export class CreditLeases {
     }
   }
 
+  /** Requests committed inside this instance's leases right now (settled, released or moved out ones are not kept). */
+  get committed(): number {
+    return this.byRequest.size;
+  }
+
   /** Micro-units set aside by this instance's leases and not yet moved into request holds. */
   get leased(): number {
     let sum = 0;
