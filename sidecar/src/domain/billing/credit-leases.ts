@@ -168,10 +168,11 @@ export class CreditLeases {
   }
 
   /**
-   * The request's settlement was applied (`stale` as the store reported it: true, the
-   * lease admits no more and is given back; false, the store confirmed it) or could not
-   * be written (undefined: the settlement is journaled with its commitment, which stays
-   * out of what this lease admits).
+   * The request's settlement was applied, and the commitment is no longer this lease's
+   * (`stale` as the store reported it: true, the lease admits no more and is given back;
+   * false, the store confirmed it; undefined, no word on the lease: the request had been
+   * settled before, or its settlement can never be applied). A settlement waiting in the
+   * journal is `journaled` instead.
    */
   settled(requestId: string, stale: boolean | undefined): void {
     const l = this.byRequest.get(requestId);
