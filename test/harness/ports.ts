@@ -22,3 +22,27 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/**
+ * A port held open until `release()`: for a server a test starts long after the port
+ * went into a configuration (other processes started in between cannot take it, as
+ * they could a freePort() port). Connections to it meanwhile are closed at once.
+ */
+export function reservePort(): Promise<{ readonly port: number; release(): Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const server = createServer((socket) => socket.destroy());
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      if (address === null || typeof address === 'string') {
+        server.close();
+        reject(new Error('reservePort: could not read the bound port'));
+        return;
+      }
+      let released: Promise<void> | null = null;
+      const release = () => (released ??= new Promise<void>((done, fail) => server.close((err) => (err ? fail(err) : done()))));
+      resolve({ port: address.port, release });
+    });
+  });
+}

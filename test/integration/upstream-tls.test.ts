@@ -15,7 +15,7 @@ import { createSimulator, type Simulator } from '../../sidecar/simulator/server.
 import { createLocalCa, type CertFiles, type LocalCa } from '../../sidecar/stack/dev-ca.js';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { expectEnvelope, expectNoLeak, post } from '../harness/http.js';
-import { freePort } from '../harness/ports.js';
+import { reservePort } from '../harness/ports.js';
 import { readSse } from '../harness/sse.js';
 
 const UPSTREAM_KEY = 'sk-provider-test-secret'; // what the harness gives the gateway as the provider key
@@ -30,8 +30,11 @@ const certs: Record<string, CertFiles> = {};
 
 /** The HTTPS simulator currently on a port, replaced per scenario. */
 let sim: Simulator | null = null;
+/** The provider ports, held from the start until a simulator first listens on them (the gateways start in between). */
+const held = new Map<number, () => Promise<void>>();
 async function serve(port: number, cert: CertFiles, requireClientCertFrom: LocalCa | null = null, maxVersion?: 'TLSv1.2'): Promise<Simulator> {
   await sim?.close();
+  await held.get(port)?.();
   sim = createSimulator({
     apiKey: UPSTREAM_KEY,
     tls: {
@@ -68,7 +71,9 @@ beforeAll(async () => {
   certs.named = trusted.issue('named', { names: ['api.good.example'], usage: 'server' });
   certs.client = clientCa.issue('gateway', { names: ['svc-gateway'], usage: 'client' });
 
-  [portA, portB] = await Promise.all([freePort(), freePort()]);
+  const [a, b] = await Promise.all([reservePort(), reservePort()]);
+  [portA, portB] = [a.port, b.port];
+  held.set(portA, a.release).set(portB, b.release);
   // One after another: three stacks starting at once can starve each other on a small machine.
   gwA = await startGateway({
     simulator: false,
@@ -103,6 +108,7 @@ async function providerSslStat(gw: TestGateway, reason: string): Promise<number>
 
 afterAll(async () => {
   await sim?.close();
+  await Promise.all([...held.values()].map((release) => release()));
   await Promise.all([gwA?.stop(), gwB?.stop(), gwC?.stop(), gwD?.stop()]);
   rmSync(dir, { recursive: true, force: true });
 });
