@@ -1,26 +1,34 @@
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 
-/**
- * A TCP port that was free a moment ago on 127.0.0.1: binds port 0, reads the
- * port the kernel picked, closes. Another process can still grab it before the
- * caller binds it, so callers that spawn a server should retry on "in use".
- */
-export function freePort(): Promise<number> {
+/** Binds `server` to a port the kernel picks on 127.0.0.1 and resolves that port. */
+function listenOnAnyPort(server: Server, who: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const server = createServer();
     server.unref();
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
       if (address === null || typeof address === 'string') {
         server.close();
-        reject(new Error('freePort: could not read the bound port'));
+        reject(new Error(`${who}: could not read the bound port`));
         return;
       }
-      const { port } = address;
-      server.close((err) => (err ? reject(err) : resolve(port)));
+      resolve(address.port);
     });
   });
+}
+
+const closed = (server: Server) => new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
+
+/**
+ * A TCP port that was free a moment ago on 127.0.0.1: binds port 0, reads the
+ * port the kernel picked, closes. Another process can still grab it before the
+ * caller binds it, so callers that spawn a server should retry on "in use".
+ */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  const port = await listenOnAnyPort(server, 'freePort');
+  await closed(server);
+  return port;
 }
 
 /**
@@ -28,21 +36,9 @@ export function freePort(): Promise<number> {
  * went into a configuration (other processes started in between cannot take it, as
  * they could a freePort() port). Connections to it meanwhile are closed at once.
  */
-export function reservePort(): Promise<{ readonly port: number; release(): Promise<void> }> {
-  return new Promise((resolve, reject) => {
-    const server = createServer((socket) => socket.destroy());
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      if (address === null || typeof address === 'string') {
-        server.close();
-        reject(new Error('reservePort: could not read the bound port'));
-        return;
-      }
-      let released: Promise<void> | null = null;
-      const release = () => (released ??= new Promise<void>((done, fail) => server.close((err) => (err ? fail(err) : done()))));
-      resolve({ port: address.port, release });
-    });
-  });
+export async function reservePort(): Promise<{ readonly port: number; release(): Promise<void> }> {
+  const server = createServer((socket) => socket.destroy());
+  const port = await listenOnAnyPort(server, 'reservePort');
+  let released: Promise<void> | null = null;
+  return { port, release: () => (released ??= closed(server)) };
 }
