@@ -85,7 +85,11 @@ export interface LeaseOutcome {
   readonly granted: number;
   /** The lease's amount after this call (what it can still move into request holds). */
   readonly total: number;
-  /** The lease was released or reaped: it can never be extended or moved from again. */
+  /**
+   * The lease was released or reaped (it can never be extended or moved from again), or is
+   * stale after a cap change (it grows no more and admits nothing; requests admitted in it
+   * still move out): its holder gives it back.
+   */
   readonly gone: boolean;
 }
 
@@ -288,8 +292,9 @@ export interface Ledger {
    * Grant (amount > 0) or deduct (amount < 0). A deduct never takes the balance below what
    * is held, credit leases included (requests admitted inside a lease hold part of it):
    * a request admitted against held credit is always paid for. InsufficientBalanceError
-   * (nothing changes) says when only leased credit stands in the way (`leased`): no lease
-   * is granted for a moment then, and the caller may recall the leases and ask again.
+   * (the balance does not change) says when only leased credit stands in the way
+   * (`leased`): no lease is granted for LEASE_BLOCK_MS then, and the caller may recall the
+   * leases and ask again.
    * Idempotent by key.
    */
   adjustBalance(tenantId: string, amount: number, idempotencyKey: string, reason: string, now: number): Promise<AdjustResult>;
