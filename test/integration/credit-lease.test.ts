@@ -7,9 +7,11 @@ import { sample } from '../harness/metrics.js';
 /**
  * Credit leases through real Envoy and Redis (billing.creditLease, on by default):
  * after a tenant's first request, its requests are admitted against credit this
- * instance set aside, each still gets its own hold, the books are exact, the
- * customer's view of held credit leaves the lease out, and the lease goes back
- * when the tenant is idle. A cap set while a lease is open is never exceeded.
+ * instance set aside (committed inside the lease, settled out of it), the books
+ * are exact, the customer's view of held credit leaves the lease out, and the
+ * lease goes back when the tenant is idle. A cap set while a lease is open is
+ * never exceeded; a deduct never takes what a request committed inside a lease
+ * may still cost.
  */
 let gw: TestGateway;
 
@@ -86,6 +88,33 @@ describe('credit leases', () => {
     const b = await untilNothingHeld(gw.admin, tenant, 10_000);
     expect(reconciles(b)).toMatchObject({ ok: true });
     expect((await gw.admin.account(tenant)).spent).toBeLessThanOrEqual(cap);
+  });
+});
+
+describe('a deduct while a lease is open', () => {
+  it('the operator API recalls the lease, the deduct applies, and the request committed inside it is still paid for in full', async () => {
+    const { tenant, key } = await newTenant(1_000_000_000);
+    for (let i = 0; i < 3; i++) expect((await post(`${gw.base}/chat/completions`, chat(`warm${i}`), key)).status).toBe(200);
+    expect((await gw.admin.account(tenant)).leased).toBeGreaterThan(0);
+    const slow = chat('in flight #sim:delay=1500 #sim:tokens=5');
+    const seen = (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
+    const inFlight = post(`${gw.base}/chat/completions`, slow, key); // committed inside the lease
+    for (let i = 0; i < 100 && ((await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0) === seen; i++) await new Promise((r) => setTimeout(r, 20));
+    const a = await gw.admin.account(tenant);
+    expect(a.held).toBe(0); // nothing but the lease: the request is committed inside it
+    // Everything but what the request in flight may cost: only the lease stands in the way.
+    const deduct = a.balance - holdMoney(gw.config, slow);
+    const entry = await gw.admin.adjustCredits(tenant, -deduct, `deduct-${tenant}`, 'test');
+    expect(entry).toMatchObject({ type: 'deduct', amount: -deduct, replayed: false });
+    const after = await gw.admin.account(tenant);
+    expect(after).toMatchObject({ leased: 0, held: holdMoney(gw.config, slow) }); // the lease went back; the request holds its own now
+    expect((await inFlight).status).toBe(200);
+    const b = await untilNothingHeld(gw.admin, tenant, 10_000);
+    expect(reconciles(b)).toMatchObject({ ok: true });
+    expect(b.balance).toBeGreaterThanOrEqual(0);
+    expect(b.usage.some((u) => u.cost > 0 && u.cost <= holdMoney(gw.config, slow))).toBe(true);
+    // More than is left: 409, nothing changes.
+    await expect(gw.admin.adjustCredits(tenant, -(b.balance + 1), `deduct2-${tenant}`, 'test')).rejects.toThrow(/409|does not cover/);
   });
 });
 

@@ -454,8 +454,9 @@ export class Billing {
   }
 
   private async settleOrRelease(f: Finished): Promise<void> {
-    const release: PendingOp = { op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId };
-    if (!f.usage || !f.ctx) return this.leases.releaseLocal(f.requestId) ? undefined : this.apply(release);
+    // A commitment inside a lease goes back to it in memory; a hold is released in the store.
+    const release = () => (this.leases.releaseLocal(f.requestId) ? undefined : this.apply({ op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId }));
+    if (!f.usage || !f.ctx) return release();
     let input: SettleInput;
     try {
       input = this.settleInput(f, f.ctx, f.usage);
@@ -463,7 +464,7 @@ export class Billing {
       // Not a figure the ledger could ever take: record the failure, free the hold.
       this.events.failed('settle', err);
       this.events.operation?.('settle', 'failed');
-      return this.leases.releaseLocal(f.requestId) ? undefined : this.apply(release);
+      return release();
     }
     await this.apply({ op: 'settle', input });
   }
