@@ -12,6 +12,12 @@ export interface RequestSpec {
   readonly method: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: string;
+  /**
+   * The body of a client's n-th request (from 0), in place of `body`, for requests
+   * that must differ in a known order: every target's k-th sliced stream carries
+   * the same slice seed, so all targets see the same slicing (StreamClient).
+   */
+  readonly bodyOf?: (n: number) => string;
 }
 
 export interface LatencySample {
@@ -215,6 +221,7 @@ export class StreamClient {
   private readonly url: URL;
   private readonly body: Buffer | undefined;
   private readonly headers: Record<string, string | number>;
+  private sent = 0;
 
   constructor(
     readonly spec: RequestSpec,
@@ -231,13 +238,15 @@ export class StreamClient {
 
   one(): Promise<StreamResult> {
     const mod = this.url.protocol === 'https:' ? https : http;
+    const body = this.spec.bodyOf ? Buffer.from(this.spec.bodyOf(this.sent++)) : this.body;
+    const headers = body ? { ...this.headers, 'content-length': body.length } : this.headers;
     return new Promise<StreamResult>((resolve, reject) => {
       const t0 = process.hrtime.bigint();
       let first = 0n;
       let last = 0n;
       let reads = 0;
       const clock = new EventClock();
-      const req = mod.request(this.url, { method: this.spec.method, headers: this.headers, agent: this.agent }, (res) => {
+      const req = mod.request(this.url, { method: this.spec.method, headers, agent: this.agent }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => {
           last = process.hrtime.bigint();
@@ -265,7 +274,7 @@ export class StreamClient {
       });
       req.setTimeout(this.timeoutMs, () => req.destroy(new Error(`timeout after ${this.timeoutMs} ms`)));
       req.on('error', reject);
-      req.end(this.body);
+      req.end(body);
     });
   }
 

@@ -74,19 +74,35 @@ function chatCompletion(expectedModel: string) {
   };
 }
 
-/** The user message of a streamed request: the simulator directives shape the stream. */
-export function streamMessage(tokens: number, chunkDelayMs: number, sliced = false): string {
-  return `${USER_MESSAGE} #sim:tokens=${tokens} #sim:chunk-delay=${chunkDelayMs}${sliced ? ' #sim:sliced' : ''}`;
+/**
+ * The user message of a streamed request: the simulator directives shape the stream.
+ * A slice seed (sliced streams) fixes how the provider cuts it: the same seed, the same slices.
+ */
+export function streamMessage(tokens: number, chunkDelayMs: number, sliced = false, sliceSeed?: number): string {
+  const slicing = sliced ? (sliceSeed === undefined ? ' #sim:sliced' : ` #sim:sliced #sim:slice-seed=${sliceSeed}`) : '';
+  return `${USER_MESSAGE} #sim:tokens=${tokens} #sim:chunk-delay=${chunkDelayMs}${slicing}`;
 }
 
 /** Streamed chat; include_usage in every case, so bare Envoy and the gateway answer the same events. */
-export function streamBody(model: string, tokens: number, chunkDelayMs: number, sliced = false): string {
+export function streamBody(model: string, tokens: number, chunkDelayMs: number, sliced = false, sliceSeed?: number): string {
   return JSON.stringify({
     model,
     stream: true,
     stream_options: { include_usage: true },
-    messages: [{ role: 'user', content: streamMessage(tokens, chunkDelayMs, sliced) }],
+    messages: [{ role: 'user', content: streamMessage(tokens, chunkDelayMs, sliced, sliceSeed) }],
   });
+}
+
+/**
+ * A streaming row's request. Sliced rows give every request its own slice seed in
+ * order (1, 2, 3, ... per client, warm-up included): each target's k-th stream is cut
+ * exactly like every other target's, so the rows compare the same slicings. (Without
+ * seeds each simulator hands out the next of its own sequence, and the variant
+ * gateways have a simulator of their own: the rows compared different cuts, whose
+ * lengths alone moved a p50 by a millisecond.)
+ */
+function streamRequest(spec: RequestSpec, model: string, tokens: number, delay: number, sliced: boolean): RequestSpec {
+  return sliced ? { ...spec, bodyOf: (n) => streamBody(model, tokens, delay, true, n + 1) } : spec;
 }
 
 /** A complete streamed reply: the expected event count, every chunk for `expectedModel`, a usage chunk, [DONE] last. */
@@ -174,7 +190,7 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
       target: 'bare',
       name: `bare_stream${suffix}`,
       label: `(b) envoy, router only, ${shape}`,
-      request: (t) => providerRequest(t.bareUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)),
+      request: (t) => streamRequest(providerRequest(t.bareUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)), INTERNAL_MODEL, tokens, delay, sliced),
       check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
     },
     {
@@ -182,7 +198,7 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
       target: 'floor',
       name: `floor_stream${suffix}`,
       label: `(f) floor, no-op sidecar, ${shape}`,
-      request: (t) => providerRequest(t.floorUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)),
+      request: (t) => streamRequest(providerRequest(t.floorUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)), INTERNAL_MODEL, tokens, delay, sliced),
       check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
     },
     {
@@ -190,7 +206,7 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
       target: 'gateway',
       name: `gateway_stream${suffix}`,
       label: `(c) full gateway, ${shape}`,
-      request: (t) => gatewayRequest(t.gatewayBase, t.gatewayKey, streamBody(ALIAS, tokens, delay, sliced)),
+      request: (t) => streamRequest(gatewayRequest(t.gatewayBase, t.gatewayKey, streamBody(ALIAS, tokens, delay, sliced)), ALIAS, tokens, delay, sliced),
       check: chatStream(ALIAS, eventsFor(tokens)),
     },
     {
@@ -199,7 +215,7 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
       gateway: 'credit',
       name: `credit_stream${suffix}`,
       label: `(d) gateway, redis, credit on, ${shape}`,
-      request: (t) => gatewayRequest(t.variant('credit').base, t.variant('credit').key, streamBody(ALIAS, tokens, delay, sliced)),
+      request: (t) => streamRequest(gatewayRequest(t.variant('credit').base, t.variant('credit').key, streamBody(ALIAS, tokens, delay, sliced)), ALIAS, tokens, delay, sliced),
       check: chatStream(ALIAS, eventsFor(tokens)),
     },
   ];

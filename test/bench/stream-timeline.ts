@@ -1,13 +1,14 @@
 /**
  * Where a sliced stream's time goes: the same sliced streams (same slice seeds)
- * through the gateway (Redis store, credit check on) and straight from the
- * simulator, alternating, one at a time. Prints, p50 over the streams:
+ * straight from the simulator, through bare Envoy, through the floor (the
+ * gateway's Envoy on the no-op sidecar) and through the gateway (Redis store,
+ * credit check on), in turn, one at a time. Prints, p50 over the streams:
  *
  *   - when the client had each complete event (first events, middle, last);
- *   - from Envoy's access log of the gateway's streams: how long the provider
- *     took to write its stream as Envoy received it (first to last byte), and
- *     what the gateway added at each end (Envoy's first and last byte to the
- *     caller minus its first and last byte from the provider).
+ *   - from each Envoy's access log: how long the provider took to write its
+ *     stream as that Envoy received it (first to last byte), and what the
+ *     Envoy and its sidecar added at each end (first and last byte to the
+ *     caller minus first and last byte from the provider).
  *
  * On a 2-core box the provider (a Node process writing one slice a
  * millisecond on a timer) shares the CPU with Envoy and the sidecar, which
@@ -19,8 +20,7 @@
  *                                             TIMELINE_TOKENS (default 32)
  */
 import { request } from 'node:http';
-import { startGateway } from '../harness/gateway.js';
-import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
+import { installCleanupHandlers, startTargets, stopTargets } from './targets.js';
 import { USER_MESSAGE } from './scenarios.js';
 import { fmt, table } from './report.js';
 
@@ -61,9 +61,10 @@ const median = (xs: number[]): number => {
   return s[Math.floor(s.length / 2)] ?? NaN;
 };
 
-const gw = await startGateway({ ...GATEWAY_VARIANTS.credit.options });
+installCleanupHandlers();
+const t = await startTargets({ variants: ['credit'] });
 try {
-  await gw.admin.adjustCredits(gw.tenantId, CREDIT_GRANT, 'timeline-grant', 'timeline');
+  const credit = t.variant('credit');
   const body = (model: string, seed: number) =>
     JSON.stringify({
       model,
@@ -71,47 +72,69 @@ try {
       stream_options: { include_usage: true },
       messages: [{ role: 'user', content: `${USER_MESSAGE} #sim:tokens=${TOKENS} #sim:chunk-delay=0 #sim:slice-seed=${seed}` }],
     });
-  const internal = gw.config.models.find((f) => f.alias === 'svc-core')!.model;
-  const runs: Record<'gateway' | 'provider', number[][]> = { gateway: [], provider: [] };
+  const internal = credit.gateway.config.models.find((f) => f.alias === 'svc-core')!.model;
+  const provider = { authorization: `Bearer ${t.upstreamKey}` };
+  const targets = [
+    { label: 'provider alone', url: `${credit.gateway.config.upstream.baseUrl}/chat/completions`, headers: provider, model: internal, envoy: null },
+    { label: 'bare Envoy', url: `${t.bareUrl}/v1/chat/completions`, headers: provider, model: internal, envoy: t.bareUrl },
+    { label: 'floor', url: `${t.floorUrl}/v1/chat/completions`, headers: provider, model: internal, envoy: t.floorUrl },
+    { label: 'gateway (Redis, credit check)', url: `${credit.base}/chat/completions`, headers: { 'x-api-key': credit.key }, model: 'svc-core', envoy: credit.base },
+  ];
+  const runs: number[][][] = targets.map(() => []);
   for (let seed = 1; seed <= STREAMS; seed++) {
-    const g = await eventTimes(`${gw.base}/chat/completions`, { 'content-type': 'application/json', 'x-api-key': gw.key }, body('svc-core', seed));
-    const d = await eventTimes(`${gw.config.upstream.baseUrl}/chat/completions`, { 'content-type': 'application/json', authorization: `Bearer ${gw.upstreamKey}` }, body(internal, seed));
-    if (seed > WARMUP) {
-      runs.gateway.push(g);
-      runs.provider.push(d);
+    for (const [i, target] of targets.entries()) {
+      const times = await eventTimes(target.url, { 'content-type': 'application/json', ...target.headers }, body(target.model, seed));
+      if (seed > WARMUP) runs[i]!.push(times);
     }
   }
-  const events = Math.min(...[...runs.gateway, ...runs.provider].map((r) => r.length));
+  await new Promise((r) => setTimeout(r, 300)); // the last access-log lines
+  const events = Math.min(...runs.flat().map((r) => r.length));
   const cols = [0, 1, 2, Math.floor(events / 2), events - 3, events - 2, events - 1];
-  const rows = (['provider', 'gateway'] as const).map((who) => [who === 'provider' ? 'provider alone' : 'through the gateway', ...cols.map((c) => fmt(median(runs[who].map((r) => r[c]!))))]);
-  process.stdout.write(`sliced streams of ${TOKENS} tokens, ${STREAMS - WARMUP} each, same seeds; ms from the request to each complete event (p50)\n`);
-  process.stdout.write(`${table(['', ...cols.map((c) => (c === events - 1 ? `event ${c + 1} ([DONE])` : `event ${c + 1}`))], rows)}\n\n`);
-
-  const log = gw.stack
-    .process('envoy')
-    .lines.flatMap((l) => {
-      try {
-        const j = JSON.parse(l) as Record<string, unknown>;
-        return typeof j.upstream_rx_last_us === 'number' && j.route !== undefined ? [j as Record<string, number>] : [];
-      } catch {
-        return [];
-      }
-    })
-    .slice(-(STREAMS - WARMUP));
-  const us = (f: (j: Record<string, number>) => number) => fmt(median(log.map(f)) / 1000);
-  process.stdout.write(`from Envoy's access log of the gateway's last ${log.length} streams, ms (p50):\n`);
+  const measured = STREAMS - WARMUP;
+  process.stdout.write(`sliced streams of ${TOKENS} tokens, ${measured} each, same seeds, in turn; ms from the request to each complete event (p50)\n`);
   process.stdout.write(
     `${table(
-      ['what', 'ms'],
+      ['', ...cols.map((c) => (c === events - 1 ? `event ${c + 1} ([DONE])` : `event ${c + 1}`))],
+      targets.map((target, i) => [target.label, ...cols.map((c) => fmt(median(runs[i]!.map((r) => r[c]!))))]),
+    )}\n\n`,
+  );
+
+  const logOf = (url: string) =>
+    t
+      .envoyLines(url)
+      .flatMap((l) => {
+        try {
+          const j = JSON.parse(l) as Record<string, unknown>;
+          return typeof j.upstream_rx_last_us === 'number' && typeof j.downstream_tx_last_us === 'number' ? [j as Record<string, number>] : [];
+        } catch {
+          return [];
+        }
+      })
+      .slice(-measured);
+  const withLog = targets.filter((x) => x.envoy !== null);
+  const logs = withLog.map((x) => logOf(x.envoy!));
+  const us = (i: number, f: (j: Record<string, number>) => number) => fmt(median(logs[i]!.map(f)) / 1000);
+  const row = (what: string, f: (j: Record<string, number>) => number) => [what, ...withLog.map((_, i) => us(i, f))];
+  process.stdout.write(`from each Envoy's access log of its last ${measured} streams, ms (p50):\n`);
+  process.stdout.write(
+    `${table(
+      ['what', ...withLog.map((x) => x.label)],
       [
-        ['provider wrote its stream (its first to last byte, as Envoy received them)', us((j) => j.upstream_rx_last_us! - j.upstream_rx_first_us!)],
-        ['gateway added at the start (caller first byte - provider first byte)', us((j) => j.downstream_tx_first_us! - j.upstream_rx_first_us!)],
-        ['gateway added at the end (caller last byte - provider last byte)', us((j) => j.downstream_tx_last_us! - j.upstream_rx_last_us!)],
+        row('request first byte -> provider request sent', (j) => j.upstream_tx_us!),
+        row('request first byte -> provider first byte', (j) => j.upstream_rx_first_us!),
+        row('request first byte -> provider last byte', (j) => j.upstream_rx_last_us!),
+        row('request first byte -> caller last byte', (j) => j.downstream_tx_last_us!),
+        row('provider wrote its stream (its first to last byte, as Envoy received them)', (j) => j.upstream_rx_last_us! - j.upstream_rx_first_us!),
+        row('added at the start (caller first byte - provider first byte)', (j) => j.downstream_tx_first_us! - j.upstream_rx_first_us!),
+        row('added at the end (caller last byte - provider last byte)', (j) => j.downstream_tx_last_us! - j.upstream_rx_last_us!),
       ],
     )}\n`,
   );
-  const alone = median(runs.provider.map((r) => r[events - 1]! - r[0]!));
+  const gap = (from: number) => targets.map((target, i) => `${target.label} ${fmt(median(runs[i]!.map((r) => r[events - 1]! - r[from]!)))}`).join(', ');
+  process.stdout.write(`per stream, from event ${events - 3} to [DONE], ms (p50): ${gap(events - 4)}\n`);
+  process.stdout.write(`per stream, from event 1 to [DONE], ms (p50): ${gap(0)}\n`);
+  const alone = median(runs[0]!.map((r) => r[events - 1]! - r[0]!));
   process.stdout.write(`provider alone, first to last event at the client: ${fmt(alone)} ms\n`);
 } finally {
-  await gw.stop();
+  await stopTargets();
 }
