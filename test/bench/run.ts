@@ -57,7 +57,7 @@ import {
 import { messageProbe, messagesJson, messagesTable, type MessageCounts } from './messages.js';
 import { addCpu, cpuSnapshot, procMemMb } from './proc.js';
 import { streamLoad } from './stream-load.js';
-import { memoryTable, targetRows, targetsTable, met, type MemoryResult } from './summary.js';
+import { ceilingRows, ceilingTable, memoryTable, targetRows, targetsTable, met, type MemoryResult } from './summary.js';
 import { coldCpuTable, measureColdCpu } from './cold-cpu.js';
 import { diffCalls, type CommandCalls, type MonitoredCalls } from './redis-stats.js';
 import {
@@ -624,6 +624,16 @@ async function main(): Promise<number> {
         'added = minus bare Envoy in the same run. Shared-box numbers: compare on a quiet machine before judging.',
     );
     lines.push(targetsTable(targetTable));
+    const ceilings = ceilingRows({ gateway: judged, results, comparisons, streams: streamResults, streamComparisons, memory }, os.cpus().length);
+    lines.push('');
+    lines.push(
+      `What the box's ${os.cpus().length} cores allow at ${p.connections} connections: ceiling = cores / the CPU every process of the row spent per request ` +
+        '(or stream) in its load run, load generator included, as % of bare Envoy\'s measured rate (every core busy with that work, kernel networking uncounted). ' +
+        'A target above the floor\'s ceiling cannot be met on this box by any sidecar: the floor runs no gateway code. ' +
+        'Sidecar budget = the CPU per request the gateway\'s sidecar could spend and still reach the target, its other processes costing what they did ' +
+        '(negative: they alone are over it); in brackets what the floor\'s do-nothing sidecar spends.',
+    );
+    lines.push(ceilingTable(ceilings));
     lines.push('');
     lines.push(
       `This box after a pause (test/bench/cold-cpu.ts, before the targets started): one chat admission, ${cold.samples} samples per pause. ` +
@@ -673,6 +683,19 @@ async function main(): Promise<number> {
           targets: {
             gateway: judged,
             rows: targetTable.map((r) => ({ ...r, gateway: Number(r.gateway.toFixed(4)), floor: Number(r.floor.toFixed(4)), met: met(r) })),
+            ceilings: ceilings.map((r) => ({
+              what: r.what,
+              target: r.target,
+              ...Object.fromEntries(
+                (['floor', 'gateway'] as const).flatMap((k) => [
+                  [`${k}_cpu_ms`, Number(r[k].cpuMs.toFixed(4))],
+                  [`${k}_ceiling_pct`, Number(r[k].ceilingPct.toFixed(1))],
+                  [`${k}_measured_pct`, Number(r[k].measuredPct.toFixed(1))],
+                ]),
+              ),
+              sidecar_budget_ms: Number(r.sidecarBudgetMs.toFixed(4)),
+              null_sidecar_ms: Number(r.nullSidecarMs.toFixed(4)),
+            })),
           },
         },
       }),

@@ -114,3 +114,84 @@ export function targetsTable(rows: readonly TargetRow[]): string {
     }),
   );
 }
+
+/**
+ * What the box's cores allow at 16 connections: the cores divided by the CPU
+ * every process of a row spent per request (or stream) in its load run,
+ * load generator included, is the most that row could serve with every core
+ * busy on that work and nothing else (kernel networking outside the processes
+ * uncounted). A target above the floor's ceiling cannot be met on this box
+ * by any sidecar code: the floor runs none.
+ */
+export interface CeilingRow {
+  readonly what: string;
+  readonly target: number;
+  readonly floor: Ceiling;
+  readonly gateway: Ceiling;
+  /**
+   * CPU ms per request the gateway's sidecar could spend and the row still reach
+   * its target on these cores, the other processes (Envoy, provider, Redis, load
+   * generator) costing what they did: cores * 1000 / (target * bare rate) minus
+   * their CPU. Beside it, what the floor's do-nothing sidecar spends.
+   */
+  readonly sidecarBudgetMs: number;
+  readonly nullSidecarMs: number;
+}
+export interface Ceiling {
+  /** CPU ms per request (or stream), every process of the row together. */
+  readonly cpuMs: number;
+  /** cores * 1000 / cpuMs, as % of bare Envoy's measured rate. */
+  readonly ceilingPct: number;
+  /** The measured rate, as % of bare Envoy's. */
+  readonly measuredPct: number;
+}
+
+const sumOf = (r: Record<string, number> | undefined): number =>
+  r ? Object.values(r).reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0) : NaN;
+
+export function ceilingRows(s: SummaryInput, cores: number): CeilingRow[] {
+  const result = (name: string) => s.results.find((r) => r.name === name)?.throughput;
+  const load = (name: string) => s.streams.find((r) => r.name === name)?.load ?? undefined;
+  const ceiling = (cpuMs: number, rate: number, bareRate: number): Ceiling => ({
+    cpuMs,
+    ceilingPct: ((cores * 1000) / cpuMs / bareRate) * 100,
+    measuredPct: (rate / bareRate) * 100,
+  });
+  const row = (what: string, target: number, bareRate: number, floor: { cpu?: Record<string, number>; rate?: number }, gateway: { cpu?: Record<string, number>; rate?: number }): CeilingRow => {
+    const others = sumOf(gateway.cpu) - (gateway.cpu?.sidecar ?? NaN);
+    return {
+      what,
+      target,
+      floor: ceiling(sumOf(floor.cpu), floor.rate ?? NaN, bareRate),
+      gateway: ceiling(sumOf(gateway.cpu), gateway.rate ?? NaN, bareRate),
+      sidecarBudgetMs: (cores * 1000) / ((target / 100) * bareRate) - others,
+      nullSidecarMs: floor.cpu?.['null-sidecar'] ?? NaN,
+    };
+  };
+  const json = (name: string) => ({ cpu: result(name)?.cpuMsPerReq, rate: result(name)?.rps });
+  const streams = (name: string) => ({ cpu: load(name)?.cpuMsPerStream, rate: load(name)?.streamsPerS });
+  return [
+    row('JSON c=16: req/s, % of bare', 25, result('bare')?.rps ?? NaN, json('floor'), json(s.gateway === 'credit' ? 'gateway_credit' : 'gateway')),
+    row('streams c=16: streams/s, % of bare', 90, load('bare_stream')?.streamsPerS ?? NaN, streams('floor_stream'), streams(`${s.gateway}_stream`)),
+  ];
+}
+
+export function ceilingTable(rows: readonly CeilingRow[]): string {
+  const pct = (x: number) => (Number.isFinite(x) ? `${fmt(x, 1)} %` : 'n/a');
+  const ms = (x: number) => (Number.isFinite(x) ? `${fmt(x, 3)} ms` : 'n/a');
+  return table(
+    ['row', 'floor: CPU per req', 'floor: ceiling', 'floor: measured', 'gateway: CPU per req', 'gateway: ceiling', 'gateway: measured', 'target', 'floor can reach it', "gateway's sidecar budget (null sidecar)"],
+    rows.map((r) => [
+      r.what,
+      ms(r.floor.cpuMs),
+      pct(r.floor.ceilingPct),
+      pct(r.floor.measuredPct),
+      ms(r.gateway.cpuMs),
+      pct(r.gateway.ceilingPct),
+      pct(r.gateway.measuredPct),
+      `>= ${r.target} %`,
+      Number.isFinite(r.floor.ceilingPct) ? (r.floor.ceilingPct >= r.target ? 'yes' : 'no') : 'n/a',
+      `${ms(r.sidecarBudgetMs)} (${ms(r.nullSidecarMs)})`,
+    ]),
+  );
+}
