@@ -93,18 +93,6 @@ export function streamBody(model: string, tokens: number, chunkDelayMs: number, 
   });
 }
 
-/**
- * A streaming row's request. Sliced rows give every request its own slice seed in
- * order (1, 2, 3, ... per client, warm-up included): each target's k-th stream is cut
- * exactly like every other target's, so the rows compare the same slicings. (Without
- * seeds each simulator hands out the next of its own sequence, and the variant
- * gateways have a simulator of their own: the rows compared different cuts, whose
- * lengths alone moved a p50 by a millisecond.)
- */
-function streamRequest(spec: RequestSpec, model: string, tokens: number, delay: number, sliced: boolean): RequestSpec {
-  return sliced ? { ...spec, bodyOf: (n) => streamBody(model, tokens, delay, true, n + 1) } : spec;
-}
-
 /** A complete streamed reply: the expected event count, every chunk for `expectedModel`, a usage chunk, [DONE] last. */
 function chatStream(expectedModel: string, expectedEvents: number) {
   return (status: number, body: string): string | null => {
@@ -184,13 +172,25 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
   const sliced = loop === 'sliced';
   const shape = loopShape(loop, tokens, delay);
   const common = { kind: 'stream' as const, loop, tokens, chunkDelayMs: delay, sliced, expectedEvents: eventsFor(tokens), checkEach: streamComplete(eventsFor(tokens)) };
+  /**
+   * A row's request for `model`. Sliced rows give every request its own slice seed in
+   * order (1, 2, 3, ... per client, warm-up included): each target's k-th stream is cut
+   * exactly like every other target's, so the rows compare the same slicings. (Without
+   * seeds each simulator hands out the next of its own sequence, and the variant
+   * gateways have a simulator of their own: the rows compared different cuts, whose
+   * lengths alone moved a p50 by a millisecond.)
+   */
+  const spec = (make: (body: string) => RequestSpec, model: string): RequestSpec => {
+    const base = make(streamBody(model, tokens, delay, sliced));
+    return sliced ? { ...base, bodyOf: (n) => streamBody(model, tokens, delay, true, n + 1) } : base;
+  };
   return [
     {
       ...common,
       target: 'bare',
       name: `bare_stream${suffix}`,
       label: `(b) envoy, router only, ${shape}`,
-      request: (t) => streamRequest(providerRequest(t.bareUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)), INTERNAL_MODEL, tokens, delay, sliced),
+      request: (t) => spec((body) => providerRequest(t.bareUrl, t, body), INTERNAL_MODEL),
       check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
     },
     {
@@ -198,7 +198,7 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
       target: 'floor',
       name: `floor_stream${suffix}`,
       label: `(f) floor, no-op sidecar, ${shape}`,
-      request: (t) => streamRequest(providerRequest(t.floorUrl, t, streamBody(INTERNAL_MODEL, tokens, delay, sliced)), INTERNAL_MODEL, tokens, delay, sliced),
+      request: (t) => spec((body) => providerRequest(t.floorUrl, t, body), INTERNAL_MODEL),
       check: chatStream(INTERNAL_MODEL, eventsFor(tokens)),
     },
     {
@@ -206,7 +206,7 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
       target: 'gateway',
       name: `gateway_stream${suffix}`,
       label: `(c) full gateway, ${shape}`,
-      request: (t) => streamRequest(gatewayRequest(t.gatewayBase, t.gatewayKey, streamBody(ALIAS, tokens, delay, sliced)), ALIAS, tokens, delay, sliced),
+      request: (t) => spec((body) => gatewayRequest(t.gatewayBase, t.gatewayKey, body), ALIAS),
       check: chatStream(ALIAS, eventsFor(tokens)),
     },
     {
@@ -215,7 +215,7 @@ function streamRows(loop: StreamLoop, tokens: number, delay: number): StreamScen
       gateway: 'credit',
       name: `credit_stream${suffix}`,
       label: `(d) gateway, redis, credit on, ${shape}`,
-      request: (t) => streamRequest(gatewayRequest(t.variant('credit').base, t.variant('credit').key, streamBody(ALIAS, tokens, delay, sliced)), ALIAS, tokens, delay, sliced),
+      request: (t) => spec((body) => gatewayRequest(t.variant('credit').base, t.variant('credit').key, body), ALIAS),
       check: chatStream(ALIAS, eventsFor(tokens)),
     },
   ];

@@ -26,6 +26,10 @@ export interface TargetRow {
   readonly atMost: boolean;
 }
 
+/** Issue 11's rate targets at 16 connections, % of bare Envoy's rate (the targets table and the cores' ceiling). */
+export const JSON_RATE_TARGET = 25;
+export const STREAM_RATE_TARGET = 90;
+
 export const met = (r: TargetRow): boolean | null => (Number.isFinite(r.gateway) ? (r.atMost ? r.gateway <= r.limit : r.gateway >= r.limit) : null);
 
 export interface SummaryInput {
@@ -50,7 +54,7 @@ export function targetRows(s: SummaryInput): TargetRow[] {
   const rows: TargetRow[] = [
     { what: 'JSON c=1: added p50 over bare', gateway: gw?.addedP50Ms ?? NaN, floor: fl?.addedP50Ms ?? NaN, unit: 'ms', limit: 1.5, atMost: true },
     { what: 'JSON c=1: added p99 over bare', gateway: gw?.addedP99Ms ?? NaN, floor: fl?.addedP99Ms ?? NaN, unit: 'ms', limit: 4, atMost: true },
-    { what: 'JSON c=16: req/s, % of bare', gateway: (gw?.rpsRatio ?? NaN) * 100, floor: (fl?.rpsRatio ?? NaN) * 100, unit: '%', limit: 25, atMost: false },
+    { what: 'JSON c=16: req/s, % of bare', gateway: (gw?.rpsRatio ?? NaN) * 100, floor: (fl?.rpsRatio ?? NaN) * 100, unit: '%', limit: JSON_RATE_TARGET, atMost: false },
   ];
   for (const [suffix, shape] of [['', '0 ms'], ['_sliced', 'sliced']] as const) {
     const g = scmp(`${s.gateway}_stream${suffix}`, `bare_stream${suffix}`);
@@ -69,7 +73,7 @@ export function targetRows(s: SummaryInput): TargetRow[] {
     gateway: (g?.streamsPerSRatio ?? NaN) * 100,
     floor: (f?.streamsPerSRatio ?? NaN) * 100,
     unit: '%',
-    limit: 90,
+    limit: STREAM_RATE_TARGET,
     atMost: false,
   });
   const gRow = row(unaryName);
@@ -171,8 +175,8 @@ export function ceilingRows(s: SummaryInput, cores: number): CeilingRow[] {
   const json = (name: string) => ({ cpu: result(name)?.cpuMsPerReq, rate: result(name)?.rps });
   const streams = (name: string) => ({ cpu: load(name)?.cpuMsPerStream, rate: load(name)?.streamsPerS });
   return [
-    row('JSON c=16: req/s, % of bare', 25, result('bare')?.rps ?? NaN, json('floor'), json(s.gateway === 'credit' ? 'gateway_credit' : 'gateway')),
-    row('streams c=16: streams/s, % of bare', 90, load('bare_stream')?.streamsPerS ?? NaN, streams('floor_stream'), streams(`${s.gateway}_stream`)),
+    row('JSON c=16: req/s, % of bare', JSON_RATE_TARGET, result('bare')?.rps ?? NaN, json('floor'), json(s.gateway === 'credit' ? 'gateway_credit' : 'gateway')),
+    row('streams c=16: streams/s, % of bare', STREAM_RATE_TARGET, load('bare_stream')?.streamsPerS ?? NaN, streams('floor_stream'), streams(`${s.gateway}_stream`)),
   ];
 }
 
