@@ -20,6 +20,7 @@
  *   npx tsx test/bench/profile.ts        PROFILE_REQUESTS (default 2000) JSON chats,
  *                                        PROFILE_STREAMS (default 300) streams of 32 chunks,
  *                                        PROFILE_CONCURRENCY (default 4) connections,
+ *                                        PROFILE_SLICED=1 streams sliced as the bench's sliced rows (1-500 bytes 1 ms apart, seeds in order),
  *                                        PROFILE_TOP (default 25) rows, PROFILE_INTERVAL_US (default 200) sampling interval,
  *                                        PROFILE_KEEP=1 keeps the .cpuprofile
  */
@@ -42,6 +43,7 @@ const STREAMS = num('PROFILE_STREAMS', 300);
 const CONCURRENCY = num('PROFILE_CONCURRENCY', 4);
 const TOP = num('PROFILE_TOP', 25);
 const CPU_ONLY = process.env.PROFILE_CPU_ONLY === '1';
+const SLICED = process.env.PROFILE_SLICED === '1';
 const ROUNDS = num('PROFILE_ROUNDS', CPU_ONLY ? 3 : 1);
 /** Sampling interval: 200 µs gives five times the samples of the default (1 ms) for a few per cent more overhead. */
 const INTERVAL_US = num('PROFILE_INTERVAL_US', 200);
@@ -203,7 +205,8 @@ async function main(): Promise<void> {
     };
     let events = 0;
     const stream = () => {
-      const c = new StreamClient({ url, method: 'POST', headers, body: streamBody(ALIAS, STREAM_TOKENS, 0) }, () => null);
+      const spec = { url, method: 'POST', headers, body: streamBody(ALIAS, STREAM_TOKENS, 0) };
+      const c = new StreamClient(SLICED ? { ...spec, bodyOf: (n) => streamBody(ALIAS, STREAM_TOKENS, 0, true, n + 1) } : spec, () => null);
       return {
         run: async () => {
           const r = await c.one().catch(() => ({ status: 0, body: '' }));
@@ -219,7 +222,7 @@ async function main(): Promise<void> {
     events = 0;
 
     const out: string[] = [];
-    out.push(`sidecar ${CPU_ONLY ? 'CPU' : 'profile'}: store redis, credit check on, ${CONCURRENCY} connections`);
+    out.push(`sidecar ${CPU_ONLY ? 'CPU' : 'profile'}: store redis, credit check on, ${CONCURRENCY} connections${SLICED ? ', sliced streams' : ''}`);
     let t0 = 0;
     let t1 = 0;
     let t2 = 0;
