@@ -33,6 +33,10 @@ export interface RedisCluster {
   masterPortFor(key: string): Promise<number>;
   /** SIGKILL one node. */
   kill(port: number): Promise<void>;
+  /** Starts a killed node again on its ports; it rejoins as what its cluster config says (a replica resyncs from its master). */
+  restart(port: number): Promise<void>;
+  /** The port of the first replica of the master serving `key`'s slot. */
+  replicaPortFor(key: string): Promise<number>;
   /** Resolves once every live node reports cluster_state:ok and `key`'s slot has a live master. */
   waitHealthy(key?: string): Promise<void>;
   stop(): Promise<void>;
@@ -53,26 +57,31 @@ async function redisCli(...args: string[]): Promise<string> {
  * another process may hold). Another process can grab either port between the
  * pick and the bind: on "in use" it tries fresh ports.
  */
-async function spawnClusterNode(bin: string, dir: string): Promise<[number, Instance]> {
+async function spawnClusterNode(bin: string, dir: string): Promise<[number, number, Instance]> {
   for (let attempt = 1; ; attempt++) {
     const [port, busPort] = await Promise.all([freePort(), freePort()]);
     if (port === busPort) continue;
-    const instance = spawnRedis(bin, port, dir, { extraArgs: [
-      '--cluster-enabled', 'yes',
-      '--cluster-port', String(busPort),
-      '--cluster-config-file', `nodes-${port}.conf`,
-      '--cluster-node-timeout', String(CLUSTER_NODE_TIMEOUT_MS),
-      // A replica of a killed master must take over however recently it synced.
-      '--cluster-replica-validity-factor', '0',
-    ] });
+    const instance = spawnNodeOn(bin, dir, port, busPort);
     try {
       await waitReady(instance, port);
-      return [port, instance];
+      return [port, busPort, instance];
     } catch (err) {
       if (attempt < START_ATTEMPTS && /in use/i.test(instance.text())) continue;
       throw err;
     }
   }
+}
+
+/** A cluster node on these ports; its nodes-<port>.conf in `dir` makes a restarted node rejoin as what it was. */
+function spawnNodeOn(bin: string, dir: string, port: number, busPort: number): Instance {
+  return spawnRedis(bin, port, dir, { extraArgs: [
+    '--cluster-enabled', 'yes',
+    '--cluster-port', String(busPort),
+    '--cluster-config-file', `nodes-${port}.conf`,
+    '--cluster-node-timeout', String(CLUSTER_NODE_TIMEOUT_MS),
+    // A replica of a killed master must take over however recently it synced.
+    '--cluster-replica-validity-factor', '0',
+  ] });
 }
 
 export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promise<RedisCluster> {
@@ -81,6 +90,7 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
   const bin = findRedisServer();
   const dir = mkdtempSync(join(tmpdir(), 'store-test-cluster-'));
   const instances = new Map<number, Instance>();
+  const busPorts = new Map<number, number>();
 
   const stop = async (): Promise<void> => {
     await Promise.all(
@@ -95,8 +105,9 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
 
   try {
     for (let n = 0; n < count; n++) {
-      const [port, instance] = await spawnClusterNode(bin, dir);
+      const [port, busPort, instance] = await spawnClusterNode(bin, dir);
       instances.set(port, instance);
+      busPorts.set(port, busPort);
     }
     const ports = [...instances.keys()];
     await redisCli('--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes');
@@ -109,6 +120,11 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
   const live = (): number[] => [...instances.entries()].filter(([, i]) => !exited(i.child)).map(([p]) => p);
 
   async function masterPortFor(key: string): Promise<number> {
+    return (await shardFor(key))[0];
+  }
+
+  /** [master port, first replica port or NaN] of `key`'s slot, as a live node reports it. */
+  async function shardFor(key: string): Promise<[number, number]> {
     for (const port of live()) {
       const r = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
       r.on('error', () => {});
@@ -116,8 +132,8 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
         await r.connect();
         const slot = Number(await r.call('CLUSTER', 'KEYSLOT', key));
         const shards = (await r.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number, string]]>;
-        const owner = shards.find(([from, to]) => slot >= from && slot <= to);
-        if (owner) return Number(owner[2][1]);
+        const owner = shards.find(([from, to]) => slot >= from && slot <= to) as unknown as [number, number, [string, number, string], [string, number, string]?] | undefined;
+        if (owner) return [Number(owner[2][1]), Number(owner[3]?.[1] ?? NaN)];
       } catch {
         // try the next node
       } finally {
@@ -159,6 +175,20 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
       if (!instance || exited(instance.child)) return;
       instance.child.kill('SIGKILL');
       await waitExit(instance.child);
+    },
+    async restart(port) {
+      const old = instances.get(port);
+      const busPort = busPorts.get(port);
+      if (!old || busPort === undefined) throw new Error(`no cluster node on port ${port}`);
+      if (!exited(old.child)) throw new Error(`cluster node ${port} is still running`);
+      const instance = spawnNodeOn(bin, dir, port, busPort);
+      instances.set(port, instance);
+      await waitReady(instance, port);
+    },
+    async replicaPortFor(key) {
+      const replica = (await shardFor(key))[1];
+      if (!Number.isFinite(replica)) throw new Error(`${key}'s slot has no replica`);
+      return replica;
     },
     waitHealthy,
     stop,

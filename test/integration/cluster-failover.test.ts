@@ -6,61 +6,35 @@
  * their way are settled by the journal once the replica took over; the
  * gateway serves again; the books reconcile to the micro-unit.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type TestGateway } from '../harness/gateway.js';
+import { describe, expect, it } from 'vitest';
+import { grantWhenReplicated, useReplicatedClusterGateway } from '../harness/cluster-gateway.js';
 import { books, reconciles, untilNothingHeld } from '../harness/money.js';
 import { expectEnvelope, post } from '../harness/http.js';
-import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster.js';
 
-let cluster: RedisCluster;
-let gw: TestGateway;
-
-beforeAll(async () => {
-  cluster = await startRedisCluster({ replicas: 1 });
-  gw = await startGateway({
-    config: {
-      store: { kind: 'redis-cluster', nodes: cluster.urls, replicaAcks: 1 },
-      billing: { creditCheck: true },
-    },
-  });
-}, 60_000);
-afterAll(async () => {
-  await gw?.stop();
-  await cluster?.stop();
-});
+const env = useReplicatedClusterGateway();
 
 const chat = (content: string) => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }] });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const readyz = async () => (await fetch(`${gw.stack.adminUrl}/readyz`)).status;
+const readyz = async () => (await fetch(`${env.gw.stack.adminUrl}/readyz`)).status;
 /** The public health path: Envoy asks the sidecar's /readyz (what a load balancer sees). */
-const healthz = async () => (await fetch(`${new URL(gw.base).origin}/healthz`)).status;
-const providerCalls = async () => (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
+const healthz = async () => (await fetch(`${new URL(env.gw.base).origin}/healthz`)).status;
+const providerCalls = async () => (await env.gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
 
 describe('Redis Cluster failover', () => {
   it('a master killed mid-load: 503 credits_unavailable in the gap, no settlement lost, serves again after the promotion', async () => {
     const GRANT = 100_000_000;
-    // replicaAcks: 1 refuses a write no replica has taken yet; a replica of a new cluster may still be
-    // in its first sync, so the (idempotent) grant is retried until a replica acknowledges it.
-    for (let i = 0; ; i++) {
-      try {
-        await gw.admin.adjustCredits(gw.tenantId, GRANT, 'grant-failover', 'test');
-        break;
-      } catch (err) {
-        if (i >= 40) throw err;
-        await sleep(500);
-      }
-    }
-    const warm = await post(`${gw.base}/chat/completions`, chat('warm'), gw.key); // the key is cached now
+    await grantWhenReplicated(env.gw, GRANT, 'grant-failover');
+    const warm = await post(`${env.gw.base}/chat/completions`, chat('warm'), env.gw.key); // the key is cached now
     expect(warm.status).toBe(200);
-    await untilNothingHeld(gw.admin, gw.tenantId, 10_000);
+    await untilNothingHeld(env.gw.admin, env.gw.tenantId, 10_000);
     const before = await providerCalls();
 
     // Answers on their way when the master dies: their settlements meet the failover.
-    const inFlight = Array.from({ length: 6 }, () => post(`${gw.base}/chat/completions`, chat('slow #sim:delay=1500 #sim:tokens=3'), gw.key));
+    const inFlight = Array.from({ length: 6 }, () => post(`${env.gw.base}/chat/completions`, chat('slow #sim:delay=1500 #sim:tokens=3'), env.gw.key));
     for (let i = 0; i < 100 && (await providerCalls()) < before + 6; i++) await sleep(20);
 
-    const master = await cluster.masterPortFor(`svc:acct:{${gw.tenantId}}`);
-    await cluster.kill(master);
+    const master = await env.cluster.masterPortFor(`svc:acct:{${env.gw.tenantId}}`);
+    await env.cluster.kill(master);
     const killedAt = Date.now();
 
     // Readiness right after the kill, then steady traffic through the gap until the replica serves.
@@ -69,7 +43,7 @@ describe('Redis Cluster failover', () => {
     const during: Array<Awaited<ReturnType<typeof post>>> = [];
     let servedAgain = false;
     while (!servedAgain && Date.now() - killedAt < 30_000) {
-      const batch = await Promise.all(Array.from({ length: 3 }, () => post(`${gw.base}/chat/completions`, chat('during'), gw.key)));
+      const batch = await Promise.all(Array.from({ length: 3 }, () => post(`${env.gw.base}/chat/completions`, chat('during'), env.gw.key)));
       during.push(...batch);
       servedAgain = Date.now() - killedAt > 2_000 && batch.every((r) => r.status === 200);
       await sleep(100);
@@ -93,13 +67,13 @@ describe('Redis Cluster failover', () => {
     const answered = [...completed, ...during].filter((r) => r.status === 200);
     expect((await providerCalls()) - before).toBe(answered.length);
     // The journal retries until every settlement is applied.
-    let b = await untilNothingHeld(gw.admin, gw.tenantId, 30_000);
+    let b = await untilNothingHeld(env.gw.admin, env.gw.tenantId, 30_000);
     const missing = () => answered.filter((r) => !b.usageIds.has(r.json.id)).length;
     for (const end = Date.now() + 30_000; missing() > 0 && Date.now() < end; ) {
       await sleep(250);
-      b = await books(gw.admin, gw.tenantId);
+      b = await books(env.gw.admin, env.gw.tenantId);
     }
-    const failures = () => gw.stack.process('sidecar').lines.filter((l) => l.includes('ledger write failed')).slice(-10).join('\n');
+    const failures = () => env.gw.stack.process('sidecar').lines.filter((l) => l.includes('ledger write failed')).slice(-10).join('\n');
     expect(missing(), `${missing()} of ${answered.length} answers unsettled; the sidecar said:\n${failures()}`).toBe(0);
     const check = reconciles(b, 0);
     expect(check.ok, check.detail).toBe(true);

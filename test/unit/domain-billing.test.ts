@@ -9,7 +9,7 @@ import type { Principal } from '../../sidecar/src/domain/auth/principal.js';
 import { SettlementJournal } from '../../sidecar/src/domain/billing/journal.js';
 import { Billing } from '../../sidecar/src/domain/billing/service.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
-import { StoreUnavailableError } from '../../sidecar/src/store/contract.js';
+import { NotReplicatedError, StoreUnavailableError } from '../../sidecar/src/store/contract.js';
 import type { Ledger } from '../../sidecar/src/store/ledger-contract.js';
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 
@@ -30,6 +30,18 @@ afterAll(() => rmSync(journals, { recursive: true, force: true }));
 const journal = () => new SettlementJournal(join(mkdtempSync(join(journals, 'j-')), 'journal.jsonl'));
 const quiet = { settled: () => {}, failed: () => {} };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Three requests admitted and finished over `ledger` (whose settle fails for now): three settlements journaled, in order. */
+async function threeJournaled(ledger: Ledger): Promise<{ j: SettlementJournal; billing: Billing }> {
+  const j = journal();
+  const billing = new Billing(ledger, direct, j, quiet);
+  const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false };
+  for (const rid of ['req-1', 'req-2', 'req-3']) {
+    await billing.admit(principal, ctxOf('x'), rid);
+    billing.claim('ten_1', rid);
+    await billing.finish({ principal, ctx: ctxOf('x'), requestId: rid, usage, startedAt: Date.now() });
+  }
+  return { j, billing };
+}
 
 describe('Billing', () => {
   it.each([
@@ -155,6 +167,61 @@ describe('Billing', () => {
       expect(r.error.message).toContain(cfg.billing.topUpUrl);
     }
     expect((await ledger.account('ten_1', '2026-11')).held).toBe(0);
+  });
+
+  it('a retry round stops at the first operation the store is not taking, and keeps the rest in order', async () => {
+    const real = createMemoryLedger();
+    await real.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    let down = true;
+    let tries = 0;
+    let refusedInput = false;
+    const flaky: Ledger = {
+      ...real,
+      settle: (i) => {
+        tries++;
+        if (refusedInput && i.requestId === 'req-2') return Promise.reject(new RangeError('not a figure the ledger takes'));
+        return down ? Promise.reject(new StoreUnavailableError()) : real.settle(i);
+      },
+    };
+    const { j, billing } = await threeJournaled(flaky);
+    expect(j.pending().map((op) => (op.op === 'settle' ? op.input.requestId : op.requestId))).toEqual(['req-1', 'req-2', 'req-3']);
+    tries = 0;
+    expect(await billing.retryPending()).toBe(3);
+    expect(tries).toBe(1); // one try for the round, not one per operation
+    expect(j.pending().map((op) => (op.op === 'settle' ? op.input.requestId : op.requestId))).toEqual(['req-1', 'req-2', 'req-3']);
+    // Any other failure keeps that operation and goes on with the next.
+    down = false;
+    refusedInput = true;
+    tries = 0;
+    expect(await billing.retryPending()).toBe(1);
+    expect(tries).toBe(3);
+    expect(j.pending().map((op) => (op.op === 'settle' ? op.input.requestId : op.requestId))).toEqual(['req-2']);
+    expect((await real.usageRecords('ten_1', 10)).map((r) => r.requestId).sort()).toEqual(['req-1', 'req-3']);
+  });
+
+  it('a retry round goes on past settlements written but short of replicas (each is written on the master), and keeps them', async () => {
+    const real = createMemoryLedger();
+    await real.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    let replicas = 0;
+    let tries = 0;
+    const unreplicated: Ledger = {
+      ...real,
+      settle: async (i) => {
+        tries++;
+        const r = await real.settle(i); // written on the master whatever the replicas do
+        if (replicas === 0) throw new NotReplicatedError();
+        return r;
+      },
+    };
+    const { j, billing } = await threeJournaled(unreplicated);
+    expect(j.pending()).toHaveLength(3);
+    tries = 0;
+    expect(await billing.retryPending()).toBe(3);
+    expect(tries).toBe(3); // every one tried: the round did not stop
+    replicas = 1;
+    expect(await billing.retryPending()).toBe(0);
+    expect((await real.usageRecords('ten_1', 10)).map((r) => r.requestId).sort()).toEqual(['req-1', 'req-2', 'req-3']); // each booked once
+    expect((await real.account('ten_1', '2026-11')).held).toBe(0);
   });
 
   it('a settlement the store refuses is journaled, retried until applied, and applied once', async () => {

@@ -43,6 +43,18 @@ export class StoreUnavailableError extends Error {
   }
 }
 
+/**
+ * Written on the master, but fewer replicas than required acknowledged it in time
+ * (`store.replicaAcks`): unavailable as far as the caller is concerned (the journal
+ * keeps the operation and runs it again, idempotently), though the write itself landed.
+ */
+export class NotReplicatedError extends StoreUnavailableError {
+  constructor(cause?: unknown) {
+    super(cause);
+    this.name = 'NotReplicatedError';
+  }
+}
+
 export class StoreConflictError extends Error {
   constructor(what: string) {
     super(`${what} already exists`);

@@ -137,6 +137,15 @@ export async function pingEvery(client: RedisClient): Promise<void> {
   await Promise.all(masters.map((node) => node.ping()));
 }
 
+/**
+ * A Cluster client learns a promoted replica from MOVED answers or a fresh slot map; a
+ * client whose commands only ever fail (its master gone) asks for the map again here.
+ * ioredis runs one refresh at a time; a single node has nothing to refresh.
+ */
+export function refreshRouting(client: RedisClient): void {
+  if (client instanceof Cluster) client.refreshSlotsCache(() => {});
+}
+
 export interface RedisConnection {
   readonly client: RedisClient;
   /** Runs Redis commands, mapping client/connection failures to contract errors. */

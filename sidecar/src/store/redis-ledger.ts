@@ -51,8 +51,8 @@ import {
   type UsageRecord,
 } from './ledger-contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
-import { StoreUnavailableError } from './contract.js';
-import { type RedisClient, type RedisTarget, connectRedis, pingEvery, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { NotReplicatedError, StoreUnavailableError } from './contract.js';
+import { type RedisClient, type RedisTarget, connectRedis, pingEvery, refreshRouting, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import { checkAdjust, checkLease, checkListing, checkMove, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
@@ -403,10 +403,10 @@ export type RedisLedgerOptions = RedisTarget & {
   readonly retention?: StreamRetention;
   /**
    * Replicas that must hold a settlement or a balance change before it counts
-   * as written (Redis WAIT after the script, same connection). Fewer within
-   * REPLICA_WAIT_MS: StoreUnavailableError, so the settlement journal retries
-   * it (settle is idempotent), and a master that dies before its replica has the
-   * write loses nothing. Default 0 (no replicas).
+   * as written (Redis WAIT after the script, on a connection of their own: see
+   * createRedisLedger). Fewer within REPLICA_WAIT_MS: StoreUnavailableError, so
+   * the settlement journal retries it (settle is idempotent), and a master that
+   * dies before its replica has the write loses nothing. Default 0 (no replicas).
    */
   readonly replicaAcks?: number;
 };
@@ -417,12 +417,26 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
   const retention = checkRetention(opts.retention ?? DEFAULT_RETENTION);
   const replicaAcks = opts.replicaAcks ?? 0;
   if (!Number.isSafeInteger(replicaAcks) || replicaAcks < 0) throw new TypeError('replicaAcks must be a whole number >= 0');
-  const { client, redis, close } = connectRedis(opts, {
-    connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-    commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
-    client: opts.client,
-  });
+  const connect = () =>
+    connectRedis(opts, {
+      connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      commandTimeoutMs: opts.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+      client: opts.client,
+    });
+  const main = connect();
+  const { client, redis } = main;
   const scripts = defineScripts(client);
+  // WAIT holds the connection it is sent on until the replicas acknowledge or
+  // REPLICA_WAIT_MS passes, and everything sent after it on that connection
+  // waits too. With a replica gone every settlement's WAIT runs out: on a shared
+  // connection each admission's script then queued behind them and ran into the
+  // command timeout (503 for most requests while the settlements were journaled).
+  // The writes that wait for replicas get a connection of their own.
+  const waiting = replicaAcks > 0 ? connect() : main;
+  if (waiting !== main) defineScripts(waiting.client);
+  const close = async (): Promise<void> => {
+    await Promise.all([main.close(), waiting.close()]);
+  };
   const p = opts.prefix;
   const enc = encodeURIComponent;
   const k = {
@@ -449,22 +463,32 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
   /**
    * Runs a money script and, when replicas must acknowledge, WAITs for them on
    * the same node (a pipeline: the Cluster client sends both where the script's
-   * keys live).
+   * keys live), over the connection kept for writes that wait.
    */
   async function replicated<T>(name: string, args: (string | number)[]): Promise<T> {
     if (replicaAcks === 0) {
       const c = client as unknown as Record<string, (...a: (string | number)[]) => Promise<T>>;
       return redis(() => c[name]!(...args));
     }
-    const pipe = client.pipeline() as unknown as Record<string, (...a: (string | number)[]) => unknown> & { wait(n: number, ms: number): unknown; exec(): Promise<Array<[Error | null, unknown]> | null> };
+    const pipe = waiting.client.pipeline() as unknown as Record<string, (...a: (string | number)[]) => unknown> & { wait(n: number, ms: number): unknown; exec(): Promise<Array<[Error | null, unknown]> | null> };
     pipe[name]!(...args);
     pipe.wait(replicaAcks, REPLICA_WAIT_MS);
-    const results = await redis(() => pipe.exec());
+    let results: Array<[Error | null, unknown]> | null;
+    try {
+      results = await waiting.redis(() => pipe.exec());
+    } catch (err) {
+      // This connection carries no readiness pings: after a failover it looks for the new master itself.
+      if (waiting !== main) refreshRouting(waiting.client);
+      throw err;
+    }
     const [script, wait] = results ?? [];
     if (!script || !wait) throw new StoreUnavailableError(new Error('pipeline returned nothing'));
-    if (script[0]) throw toStoreError(script[0]);
+    if (script[0]) {
+      if (waiting !== main) refreshRouting(waiting.client);
+      throw toStoreError(script[0]);
+    }
     if (wait[0]) throw toStoreError(wait[0]);
-    if (Number(wait[1]) < replicaAcks) throw new StoreUnavailableError(new Error(`written, but on ${Number(wait[1])} of ${replicaAcks} replicas`));
+    if (Number(wait[1]) < replicaAcks) throw new NotReplicatedError(new Error(`written, but on ${Number(wait[1])} of ${replicaAcks} replicas`));
     return script[1] as T;
   }
 
@@ -693,6 +717,9 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
 
     async ping() {
       await redis(() => pingEvery(client));
+      // The connection of the writes that wait for replicas must reach every master too (and a
+      // slot without one makes it fetch the slot map, as the first does).
+      if (waiting !== main) await waiting.redis(() => pingEvery(waiting.client));
     },
 
     close,

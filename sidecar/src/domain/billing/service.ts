@@ -1,5 +1,5 @@
 import type { Config, Price } from '../../config/schema.js';
-import { StoreUnavailableError } from '../../store/contract.js';
+import { NotReplicatedError, StoreUnavailableError } from '../../store/contract.js';
 import type { LeaseCommitment, Ledger, MoveOutcome, ReserveOutcome, SettleInput } from '../../store/ledger-contract.js';
 import type { Principal } from '../auth/principal.js';
 import type { ResolvedAlias } from '../catalog.js';
@@ -543,12 +543,21 @@ export class Billing {
       const pending = this.journal.pending();
       if (!pending.length) return 0;
       const left: PendingOp[] = [];
-      for (const op of pending) {
+      for (let i = 0; i < pending.length; i++) {
+        const op = pending[i]!;
         try {
           await this.run(op);
           this.events.operation?.(op.op, 'retried');
-        } catch {
+        } catch (err) {
           left.push(op);
+          // The store is not taking them: the rest wait for the next round instead of each
+          // failing on its own (a timeout apiece). One written but short of replicas is
+          // different: the rest are written too, as far as the master goes (each waits out
+          // the replicas on the connection kept for that, never the admissions').
+          if (err instanceof StoreUnavailableError && !(err instanceof NotReplicatedError)) {
+            left.push(...pending.slice(i + 1));
+            break;
+          }
         }
       }
       // Operations journaled while these were retried stay behind them.
