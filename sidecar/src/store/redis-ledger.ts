@@ -477,14 +477,14 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     try {
       results = await waiting.redis(() => pipe.exec());
     } catch (err) {
-      // This connection carries no readiness pings: after a failover it looks for the new master itself.
-      if (waiting !== main) refreshRouting(waiting.client);
+      // Nothing but these writes uses this connection: after a failover it looks for the new master itself.
+      refreshRouting(waiting.client);
       throw err;
     }
     const [script, wait] = results ?? [];
     if (!script || !wait) throw new StoreUnavailableError(new Error('pipeline returned nothing'));
     if (script[0]) {
-      if (waiting !== main) refreshRouting(waiting.client);
+      refreshRouting(waiting.client);
       throw toStoreError(script[0]);
     }
     if (wait[0]) throw toStoreError(wait[0]);
