@@ -8,7 +8,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { startGateway, type TestGateway } from './gateway.js';
 import { type RedisCluster, startRedisCluster } from './redis-cluster.js';
 
-export async function startReplicatedClusterGateway(): Promise<{ cluster: RedisCluster; gw: TestGateway }> {
+async function startReplicatedClusterGateway(): Promise<{ cluster: RedisCluster; gw: TestGateway }> {
   const cluster = await startRedisCluster({ replicas: 1 });
   try {
     const gw = await startGateway({
