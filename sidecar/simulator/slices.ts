@@ -42,10 +42,11 @@ export class SlicedOutput {
   private readonly rand: () => number;
   private readonly queue: Buffer[] = [];
   private queued = 0;
-  private timer: NodeJS.Timeout | null = null;
+  private scheduled = false;
   private waitingDrain = false;
   private ending = false;
-  private lastWrite = -Infinity;
+  /** When the next slice is due (performance.now()), or null before the first push. */
+  private due: number | null = null;
 
   constructor(
     private readonly res: ServerResponse,
@@ -61,6 +62,9 @@ export class SlicedOutput {
   }
 
   push(text: string): void {
+    // Nothing was waiting: the provider had nothing to send, so this starts a new run of slices
+    // (not a burst of slices that fell due while the stream was being generated).
+    if (this.queued === 0 && this.due !== null) this.due = Math.max(this.due, performance.now());
     if (text.length > 0) {
       const b = Buffer.from(text, 'utf8');
       this.queue.push(b);
@@ -76,28 +80,37 @@ export class SlicedOutput {
   }
 
   private schedule(): void {
-    if (this.timer !== null || this.waitingDrain || this.isClosed()) return;
+    if (this.scheduled || this.waitingDrain || this.isClosed()) return;
     if (this.queued === 0) {
       if (this.ending) this.res.end();
       return;
     }
-    const wait = Math.max(0, this.lastWrite + this.settings.gapMs - performance.now());
-    // The first slice waits a turn of the event loop too, so a stream generated at once is cut the same way every time.
-    this.timer = setTimeout(() => this.tick(), wait);
+    // Slices are due on a fixed clock (one gap apart from the first push), not a gap after the
+    // last write: a provider on its own machine keeps its pace whatever runs beside the gateway,
+    // so a late slice (this process kept off a busy core) does not push back every slice after it.
+    // The first slice is due a gap after the first push, so a stream generated at once is
+    // cut the same way every time.
+    this.due ??= performance.now() + this.settings.gapMs;
+    const wait = this.due - performance.now();
+    this.scheduled = true;
+    if (wait > 0) setTimeout(() => this.tick(), wait);
+    else setImmediate(() => this.tick());
   }
 
   private tick(): void {
-    this.timer = null;
+    this.scheduled = false;
     if (this.isClosed()) return;
     const size = Math.min(this.queued, 1 + Math.floor(this.rand() * this.settings.maxBytes));
     const slice = this.take(size);
-    this.lastWrite = performance.now();
+    this.due = (this.due ?? performance.now()) + this.settings.gapMs;
     const ok = this.res.write(slice);
     this.res.socket?.uncork();
     if (!ok) {
       this.waitingDrain = true;
       this.res.once('drain', () => {
         this.waitingDrain = false;
+        // A reader that held the stream back gets the rest at the same pace, not in a burst.
+        this.due = Math.max(this.due ?? 0, performance.now() + this.settings.gapMs);
         this.schedule();
       });
       return;
