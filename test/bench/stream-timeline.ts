@@ -12,9 +12,11 @@
  *
  * On a 2-core box the provider (a Node process writing one slice a
  * millisecond on a timer) shares the CPU with Envoy and the sidecar, which
- * work on every slice: its timers fire later and its stream takes longer
- * through the gateway than alone. That part of the gateway's later [DONE] is
- * the box, not the gateway; the access-log columns separate the two.
+ * work on every slice, so its timers fire late. Its slices fall due on a
+ * fixed clock (simulator/slices.ts), so a late one does not delay the rest:
+ * the access-log row "provider wrote its stream" should read about the same
+ * for every target; where it does not, that part of a later [DONE] is the
+ * box, not the gateway.
  *
  *   npx tsx test/bench/stream-timeline.ts     TIMELINE_STREAMS (default 40; the first 5 warm up)
  *                                             TIMELINE_TOKENS (default 32)
