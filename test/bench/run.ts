@@ -57,7 +57,7 @@ import {
 import { messageProbe, messagesJson, messagesTable, type MessageCounts } from './messages.js';
 import { addCpu, cpuSnapshot, procMemMb } from './proc.js';
 import { streamLoad } from './stream-load.js';
-import { ceilingRows, ceilingTable, memoryTable, targetRows, targetsTable, met, type MemoryResult } from './summary.js';
+import { ceilingRows, ceilingTable, memoryTable, targetRows, targetsTable, met, overFloor, roomOverFloor, type MemoryResult } from './summary.js';
 import { coldCpuTable, measureColdCpu } from './cold-cpu.js';
 import { diffCalls, type CommandCalls, type MonitoredCalls } from './redis-stats.js';
 import {
@@ -621,7 +621,8 @@ async function main(): Promise<number> {
     lines.push(
       `Issue 11 targets, this run: gateway = ${judged === 'credit' ? '(d) redis store, credit check on' : '(c) memory store, credit check off (the credit gateway was not measured)'}; ` +
         'floor = the same measure for the floor (gateway Envoy config, no-op sidecar), what the architecture costs before any gateway code; ' +
-        'added = minus bare Envoy in the same run. Shared-box numbers: compare on a quiet machine before judging.',
+        'added = minus bare Envoy in the same run; on those rows, gateway - floor is what the gateway\'s code adds and the room the floor leaves is the target ' +
+        'minus the floor (at or below zero the floor alone misses it). Shared-box numbers: compare on a quiet machine before judging.',
     );
     lines.push(targetsTable(targetTable));
     const ceilings = ceilingRows({ gateway: judged, results, comparisons, streams: streamResults, streamComparisons, memory }, os.cpus().length);
@@ -682,7 +683,13 @@ async function main(): Promise<number> {
           memory_mb: Object.fromEntries(memory.map((m) => [m.process, { peak: Number(m.peakMb.toFixed(1)), after: Number(m.afterMb.toFixed(1)) }])),
           targets: {
             gateway: judged,
-            rows: targetTable.map((r) => ({ ...r, gateway: Number(r.gateway.toFixed(4)), floor: Number(r.floor.toFixed(4)), met: met(r) })),
+            rows: targetTable.map((r) => ({
+              ...r,
+              gateway: Number(r.gateway.toFixed(4)),
+              floor: Number(r.floor.toFixed(4)),
+              met: met(r),
+              ...(r.added ? { over_floor: Number(overFloor(r).toFixed(4)), room_over_floor: Number(roomOverFloor(r).toFixed(4)) } : {}),
+            })),
             ceilings: ceilings.map((r) => ({
               what: r.what,
               target: r.target,

@@ -24,7 +24,18 @@ export interface TargetRow {
   /** The issue's bound and its direction. */
   readonly limit: number;
   readonly atMost: boolean;
+  /** A latency added over bare Envoy: gateway minus floor is the gateway's own code, the bound minus the floor what the floor leaves it. */
+  readonly added?: boolean;
 }
+
+/** What the gateway's code adds over the floor on a latency row (NaN on other rows). */
+export const overFloor = (r: TargetRow): number => (r.added ? r.gateway - r.floor : NaN);
+
+/**
+ * What the floor leaves the gateway's code on a latency row: the bound minus the floor's own
+ * added latency (NaN on other rows). At or below zero the floor alone misses the target.
+ */
+export const roomOverFloor = (r: TargetRow): number => (r.added ? r.limit - r.floor : NaN);
 
 /** Issue 11's rate targets at 16 connections, % of bare Envoy's rate (the targets table and the cores' ceiling). */
 export const JSON_RATE_TARGET = 25;
@@ -52,16 +63,16 @@ export function targetRows(s: SummaryInput): TargetRow[] {
   const gw = cmp(unaryName);
   const fl = cmp('floor');
   const rows: TargetRow[] = [
-    { what: 'JSON c=1: added p50 over bare', gateway: gw?.addedP50Ms ?? NaN, floor: fl?.addedP50Ms ?? NaN, unit: 'ms', limit: 1.5, atMost: true },
-    { what: 'JSON c=1: added p99 over bare', gateway: gw?.addedP99Ms ?? NaN, floor: fl?.addedP99Ms ?? NaN, unit: 'ms', limit: 4, atMost: true },
+    { what: 'JSON c=1: added p50 over bare', gateway: gw?.addedP50Ms ?? NaN, floor: fl?.addedP50Ms ?? NaN, unit: 'ms', limit: 1.5, atMost: true, added: true },
+    { what: 'JSON c=1: added p99 over bare', gateway: gw?.addedP99Ms ?? NaN, floor: fl?.addedP99Ms ?? NaN, unit: 'ms', limit: 4, atMost: true, added: true },
     { what: 'JSON c=16: req/s, % of bare', gateway: (gw?.rpsRatio ?? NaN) * 100, floor: (fl?.rpsRatio ?? NaN) * 100, unit: '%', limit: JSON_RATE_TARGET, atMost: false },
   ];
   for (const [suffix, shape] of [['', '0 ms'], ['_sliced', 'sliced']] as const) {
     const g = scmp(`${s.gateway}_stream${suffix}`, `bare_stream${suffix}`);
     const f = scmp(`floor_stream${suffix}`, `bare_stream${suffix}`);
     rows.push(
-      { what: `stream c=1 (${shape}): first complete event, added p50`, gateway: g?.addedFirstEventP50Ms ?? NaN, floor: f?.addedFirstEventP50Ms ?? NaN, unit: 'ms', limit: 1.5, atMost: true },
-      { what: `stream c=1 (${shape}): [DONE], added p50`, gateway: g?.addedDoneP50Ms ?? NaN, floor: f?.addedDoneP50Ms ?? NaN, unit: 'ms', limit: 2, atMost: true },
+      { what: `stream c=1 (${shape}): first complete event, added p50`, gateway: g?.addedFirstEventP50Ms ?? NaN, floor: f?.addedFirstEventP50Ms ?? NaN, unit: 'ms', limit: 1.5, atMost: true, added: true },
+      { what: `stream c=1 (${shape}): [DONE], added p50`, gateway: g?.addedDoneP50Ms ?? NaN, floor: f?.addedDoneP50Ms ?? NaN, unit: 'ms', limit: 2, atMost: true, added: true },
     );
   }
   const g = scmp(`${s.gateway}_stream`, 'bare_stream');
@@ -110,11 +121,20 @@ export function targetRows(s: SummaryInput): TargetRow[] {
 
 export function targetsTable(rows: readonly TargetRow[]): string {
   const v = (x: number, unit: string) => (Number.isFinite(x) ? `${fmt(x, unit === '%' ? 1 : unit === 'MiB' ? 0 : x !== 0 && Math.abs(x) < 0.1 ? 4 : 3)} ${unit}` : 'n/a');
+  const blankUnlessAdded = (r: TargetRow, x: number) => (r.added ? v(x, r.unit) : '');
   return table(
-    ['target (issue 11)', 'gateway', 'floor', 'target', 'met'],
+    ['target (issue 11)', 'gateway', 'floor', 'target', 'met', 'gateway - floor', 'room the floor leaves'],
     rows.map((r) => {
       const m = met(r);
-      return [r.what, v(r.gateway, r.unit), v(r.floor, r.unit), `${r.atMost ? '<=' : '>='} ${r.limit} ${r.unit}`, m === null ? 'n/a' : m ? 'met' : 'NOT met'];
+      return [
+        r.what,
+        v(r.gateway, r.unit),
+        v(r.floor, r.unit),
+        `${r.atMost ? '<=' : '>='} ${r.limit} ${r.unit}`,
+        m === null ? 'n/a' : m ? 'met' : 'NOT met',
+        blankUnlessAdded(r, overFloor(r)),
+        blankUnlessAdded(r, roomOverFloor(r)),
+      ];
     }),
   );
 }
