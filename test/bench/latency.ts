@@ -124,6 +124,8 @@ export interface StreamResult {
   /** Body reads (socket chunks) the client saw: fewer than events means events arrived coalesced. */
   readonly reads: number;
   readonly body: string;
+  /** This client's request number (0, 1, ...): requests with the same number carry the same body (`RequestSpec.bodyOf`). */
+  readonly seq: number;
 }
 
 export interface StreamSample {
@@ -134,6 +136,8 @@ export interface StreamSample {
   readonly perChunkMs: number[];
   readonly events: number[];
   readonly reads: number[];
+  /** The client's request number of each measured stream (StreamResult.seq), in the order of the arrays above. */
+  readonly seq: number[];
   non2xx: number;
   errors: number;
   /** Responses whose body failed the scenario's check (counted apart from non2xx). */
@@ -145,7 +149,7 @@ export interface StreamSample {
 }
 
 export function emptyStreamSample(): StreamSample {
-  return { ttfbMs: [], totalMs: [], firstEventMs: [], doneMs: [], perChunkMs: [], events: [], reads: [], non2xx: 0, errors: 0, bad: 0, statuses: {}, firstProblem: null, cpuMs: {} };
+  return { ttfbMs: [], totalMs: [], firstEventMs: [], doneMs: [], perChunkMs: [], events: [], reads: [], seq: [], non2xx: 0, errors: 0, bad: 0, statuses: {}, firstProblem: null, cpuMs: {} };
 }
 
 /** `data:` lines at the start of a line (SSE events carrying data). */
@@ -238,7 +242,8 @@ export class StreamClient {
 
   one(): Promise<StreamResult> {
     const mod = this.url.protocol === 'https:' ? https : http;
-    const body = this.spec.bodyOf ? Buffer.from(this.spec.bodyOf(this.sent++)) : this.body;
+    const seq = this.sent++;
+    const body = this.spec.bodyOf ? Buffer.from(this.spec.bodyOf(seq)) : this.body;
     const headers = body ? { ...this.headers, 'content-length': body.length } : this.headers;
     return new Promise<StreamResult>((resolve, reject) => {
       const t0 = process.hrtime.bigint();
@@ -268,6 +273,7 @@ export class StreamClient {
             events,
             reads,
             body,
+            seq,
           });
         });
         res.on('error', reject);
@@ -302,6 +308,7 @@ export class StreamClient {
         into.perChunkMs.push(r.perChunkMs);
         into.events.push(r.events);
         into.reads.push(r.reads);
+        into.seq.push(r.seq);
       } catch (err) {
         into.errors++;
         into.firstProblem ??= `error: ${(err as Error).message}`;
@@ -344,4 +351,25 @@ export function latencyStats(ms: readonly number[]): LatencyStats {
     p99: percentile(s, 99),
     max: s[s.length - 1] ?? NaN,
   };
+}
+
+/**
+ * The median of the differences a − b between the measurements of the same request
+ * number in two samples (requests with the same number carry the same body: for sliced
+ * streams, the same slicing), over the numbers both measured; NaN when none is common.
+ * Where the requests of a sample differ by design (sliced streams of 28 to 49 slices),
+ * the difference of two p50s compares whichever stream is in the middle of each; this
+ * compares each stream with itself.
+ */
+export function pairedMedianDiff(a: { readonly seq: readonly number[]; readonly values: readonly number[] }, b: { readonly seq: readonly number[]; readonly values: readonly number[] }): { readonly median: number; readonly pairs: number } {
+  const bySeq = new Map<number, number>();
+  b.seq.forEach((n, i) => bySeq.set(n, b.values[i]!));
+  const diffs: number[] = [];
+  a.seq.forEach((n, i) => {
+    const other = bySeq.get(n);
+    const mine = a.values[i]!;
+    if (other !== undefined && Number.isFinite(other) && Number.isFinite(mine)) diffs.push(mine - other);
+  });
+  diffs.sort((x, y) => x - y);
+  return { median: diffs.length ? percentile(diffs, 50) : NaN, pairs: diffs.length };
 }

@@ -2,7 +2,7 @@
  * Formatting for the benchmark: fixed-width tables, the ratio block and the
  * one-line JSON summary (`BENCH_JSON {...}`) that later runs can be diffed against.
  */
-import type { LatencyStats } from './latency.js';
+import { pairedMedianDiff, type LatencyStats } from './latency.js';
 
 export interface LatencyResult extends LatencyStats {
   readonly non2xx: number;
@@ -86,6 +86,8 @@ export interface StreamScenarioResult extends StreamFailures {
   readonly cpuMsPerEvent: Record<string, number>;
   /** Streams per second at `connections` concurrent clients (stream loop rows only). */
   readonly load?: StreamLoadResult;
+  /** Each measured stream's request number and times, for paired comparisons (not in BENCH_JSON). */
+  readonly bySeq?: { readonly seq: readonly number[]; readonly firstEventMs: readonly number[]; readonly doneMs: readonly number[] };
 }
 
 export interface StreamLoadResult extends StreamFailures {
@@ -111,6 +113,11 @@ export interface StreamComparison {
   readonly addedFirstEventP99Ms: number;
   readonly addedDoneP50Ms: number;
   readonly addedDoneP99Ms: number;
+  /** Median over the streams both measured of (num − den) for the same request number (pairedMedianDiff); NaN without per-stream data. */
+  readonly pairedFirstEventMs: number;
+  readonly pairedDoneMs: number;
+  /** Streams paired. */
+  readonly pairs: number;
   /** num streams/s / den streams/s at the load's connections; NaN without a load run. */
   readonly streamsPerSRatio: number;
   readonly addedPerChunkP50Ms: number;
@@ -290,6 +297,7 @@ export function compareStream(results: readonly StreamScenarioResult[], spec: { 
     addedFirstEventP99Ms: a.firstEvent.p99 - b.firstEvent.p99,
     addedDoneP50Ms: a.done.p50 - b.done.p50,
     addedDoneP99Ms: a.done.p99 - b.done.p99,
+    ...paired(a, b),
     streamsPerSRatio: a.load && b.load ? a.load.streamsPerS / b.load.streamsPerS : NaN,
     addedPerChunkP50Ms: a.perChunk.p50 - b.perChunk.p50,
     addedTotalP50Ms: a.total.p50 - b.total.p50,
@@ -299,6 +307,14 @@ export function compareStream(results: readonly StreamScenarioResult[], spec: { 
   };
 }
 
+/** The paired medians of two stream rows (the same request numbers: the same bodies). */
+function paired(a: StreamScenarioResult, b: StreamScenarioResult): Pick<StreamComparison, 'pairedFirstEventMs' | 'pairedDoneMs' | 'pairs'> {
+  if (!a.bySeq || !b.bySeq) return { pairedFirstEventMs: NaN, pairedDoneMs: NaN, pairs: 0 };
+  const first = pairedMedianDiff({ seq: a.bySeq.seq, values: a.bySeq.firstEventMs }, { seq: b.bySeq.seq, values: b.bySeq.firstEventMs });
+  const done = pairedMedianDiff({ seq: a.bySeq.seq, values: a.bySeq.doneMs }, { seq: b.bySeq.seq, values: b.bySeq.doneMs });
+  return { pairedFirstEventMs: first.median, pairedDoneMs: done.median, pairs: Math.min(first.pairs, done.pairs) };
+}
+
 export function streamComparisonBlock(c: StreamComparison): string {
   return [
     `${c.what}:`,
@@ -306,6 +322,7 @@ export function streamComparisonBlock(c: StreamComparison): string {
     `  added first complete event p99 = ${c.num} - ${c.den} = ${fmt(c.addedFirstEventP99Ms)} ms`,
     `  added [DONE] p50     = ${c.num} - ${c.den} = ${fmt(c.addedDoneP50Ms)} ms`,
     `  added [DONE] p99     = ${c.num} - ${c.den} = ${fmt(c.addedDoneP99Ms)} ms`,
+    `  paired, median over ${c.pairs} streams of (${c.num} - ${c.den}) for the same request: first complete event ${fmt(c.pairedFirstEventMs)} ms, [DONE] ${fmt(c.pairedDoneMs)} ms`,
     `  added TTFB p50       = ${c.num}.ttfb.p50 - ${c.den}.ttfb.p50 = ${fmt(c.addedTtfbP50Ms)} ms`,
     `  added TTFB p99       = ${c.num}.ttfb.p99 - ${c.den}.ttfb.p99 = ${fmt(c.addedTtfbP99Ms)} ms`,
     `  added per chunk p50  = ${c.num}.per_chunk.p50 - ${c.den}.per_chunk.p50 = ${fmt(c.addedPerChunkP50Ms, 4)} ms`,
@@ -444,6 +461,9 @@ export function jsonSummary(summary: {
       added_first_event_p99_ms: round(c.addedFirstEventP99Ms, 4),
       added_done_p50_ms: round(c.addedDoneP50Ms, 4),
       added_done_p99_ms: round(c.addedDoneP99Ms, 4),
+      paired_first_event_ms: round(c.pairedFirstEventMs, 4),
+      paired_done_ms: round(c.pairedDoneMs, 4),
+      pairs: c.pairs,
       streams_per_s_ratio: round(c.streamsPerSRatio, 3),
       added_per_chunk_p50_ms: round(c.addedPerChunkP50Ms, 5),
       added_last_byte_p50_ms: round(c.addedTotalP50Ms, 4),

@@ -266,6 +266,7 @@ function streamResult(s: StreamScenario, sample: StreamSample, load: StreamLoadR
     perChunk: latencyStats(sample.perChunkMs),
     events,
     reads: latencyStats(sample.reads),
+    bySeq: { seq: sample.seq, firstEventMs: sample.firstEventMs, doneMs: sample.doneMs },
     non2xx: sample.non2xx,
     errors: sample.errors,
     bad: sample.bad,

@@ -67,12 +67,18 @@ export function targetRows(s: SummaryInput): TargetRow[] {
     { what: 'JSON c=1: added p99 over bare', gateway: gw?.addedP99Ms ?? NaN, floor: fl?.addedP99Ms ?? NaN, unit: 'ms', limit: 4, atMost: true, added: true },
     { what: 'JSON c=16: req/s, % of bare', gateway: (gw?.rpsRatio ?? NaN) * 100, floor: (fl?.rpsRatio ?? NaN) * 100, unit: '%', limit: JSON_RATE_TARGET, atMost: false },
   ];
-  for (const [suffix, shape] of [['', '0 ms'], ['_sliced', 'sliced']] as const) {
+  // Unsliced streams are all alike: the difference of the two p50s. Sliced streams differ by
+  // design (28 to 49 slices): each is compared with the same stream (same slicing) through
+  // bare Envoy, and the median of those differences is the row.
+  for (const [suffix, shape, paired] of [['', '0 ms', false], ['_sliced', 'sliced', true]] as const) {
     const g = scmp(`${s.gateway}_stream${suffix}`, `bare_stream${suffix}`);
     const f = scmp(`floor_stream${suffix}`, `bare_stream${suffix}`);
+    const first = (c: StreamComparison | undefined) => (paired ? c?.pairedFirstEventMs : c?.addedFirstEventP50Ms) ?? NaN;
+    const done = (c: StreamComparison | undefined) => (paired ? c?.pairedDoneMs : c?.addedDoneP50Ms) ?? NaN;
+    const how = paired ? 'added, median per stream' : 'added p50';
     rows.push(
-      { what: `stream c=1 (${shape}): first complete event, added p50`, gateway: g?.addedFirstEventP50Ms ?? NaN, floor: f?.addedFirstEventP50Ms ?? NaN, unit: 'ms', limit: 1.5, atMost: true, added: true },
-      { what: `stream c=1 (${shape}): [DONE], added p50`, gateway: g?.addedDoneP50Ms ?? NaN, floor: f?.addedDoneP50Ms ?? NaN, unit: 'ms', limit: 2, atMost: true, added: true },
+      { what: `stream c=1 (${shape}): first complete event, ${how}`, gateway: first(g), floor: first(f), unit: 'ms', limit: 1.5, atMost: true, added: true },
+      { what: `stream c=1 (${shape}): [DONE], ${how}`, gateway: done(g), floor: done(f), unit: 'ms', limit: 2, atMost: true, added: true },
     );
   }
   const g = scmp(`${s.gateway}_stream`, 'bare_stream');

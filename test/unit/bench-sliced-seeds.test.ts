@@ -67,6 +67,8 @@ describe('bench: sliced rows compare the same slicings', () => {
       const sample = await client.run(3);
       client.close();
       expect(sample.doneMs).toHaveLength(3);
+      // Each measured stream keeps its request number, which names its body.
+      expect(sample.seq).toEqual([0, 1, 2]);
       expect(received).toEqual([
         { body: 'body 0', length: '6' },
         { body: 'body x1', length: '7' },
