@@ -102,7 +102,7 @@ export class SlicedOutput {
     if (this.isClosed()) return;
     const size = Math.min(this.queued, 1 + Math.floor(this.rand() * this.settings.maxBytes));
     const slice = this.take(size);
-    this.due = (this.due ?? performance.now()) + this.settings.gapMs;
+    this.due! += this.settings.gapMs; // set by schedule(), which queued this tick
     const ok = this.res.write(slice);
     this.res.socket?.uncork();
     if (!ok) {
@@ -110,7 +110,7 @@ export class SlicedOutput {
       this.res.once('drain', () => {
         this.waitingDrain = false;
         // A reader that held the stream back gets the rest at the same pace, not in a burst.
-        this.due = Math.max(this.due ?? 0, performance.now() + this.settings.gapMs);
+        this.due = Math.max(this.due!, performance.now() + this.settings.gapMs);
         this.schedule();
       });
       return;

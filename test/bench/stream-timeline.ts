@@ -23,7 +23,7 @@
  */
 import { request } from 'node:http';
 import { installCleanupHandlers, startTargets, stopTargets } from './targets.js';
-import { USER_MESSAGE } from './scenarios.js';
+import { streamBody } from './scenarios.js';
 import { fmt, table } from './report.js';
 
 const num = (name: string, dflt: number) => {
@@ -67,13 +67,8 @@ installCleanupHandlers();
 const t = await startTargets({ variants: ['credit'] });
 try {
   const credit = t.variant('credit');
-  const body = (model: string, seed: number) =>
-    JSON.stringify({
-      model,
-      stream: true,
-      stream_options: { include_usage: true },
-      messages: [{ role: 'user', content: `${USER_MESSAGE} #sim:tokens=${TOKENS} #sim:chunk-delay=0 #sim:slice-seed=${seed}` }],
-    });
+  /** The bench's sliced stream request (scenarios.ts), cut by `seed`. */
+  const body = (model: string, seed: number) => streamBody(model, TOKENS, 0, true, seed);
   const internal = credit.gateway.config.models.find((f) => f.alias === 'svc-core')!.model;
   const provider = { authorization: `Bearer ${t.upstreamKey}` };
   const targets = [
