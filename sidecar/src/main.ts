@@ -79,10 +79,17 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   const ledger = timedStore(createLedger(cfg), (sec, ok, down) => metrics.storeOperation('ledger', sec, ok, down));
   // This process, recorded with every hold it places or claims (operators see whose holds a reaper released).
   const instance = `${hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
+  const journal = new SettlementJournal(cfg.billing.journalPath);
+  // Settlements a previous life recorded but never wrote to the ledger (it died between an
+  // answer and its settlement): retried with the journal from now on.
+  const adopted = journal.adoptIntents();
+  if (adopted.adopted || adopted.unreadable) {
+    log.warn({ settlements: adopted.adopted, unreadable: adopted.unreadable }, 'settlements the previous run recorded and did not write: journaled for retry');
+  }
   const billing = new Billing(
     ledger,
     cfg.billing,
-    new SettlementJournal(cfg.billing.journalPath),
+    journal,
     {
       settled: (i) => {
         if (i.uncovered > 0) log.warn({ request_id: i.requestId, charged: i.charged, uncovered: i.uncovered }, 'charge above the hold');
@@ -168,10 +175,10 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   };
   const onSummary = (s: ExchangeSummary) => {
     if (!s.requestId) return; // a reply of an earlier filter, already logged by ext_authz
-    // The settlement's store command is written now, in the tick that handed the last
-    // answer to gRPC and before that answer leaves (HTTP/2 frames go out from a native
-    // immediate after this tick): a crash can never leave a delivered answer unbilled.
-    // (The in-memory store's settlement runs one turn later: it dies with the process.)
+    // The settlement is recorded now, in the tick that handed the last answer to gRPC and
+    // before that answer leaves (HTTP/2 frames go out from a native immediate after this
+    // tick), and written to the store one turn later, once the answer has left: a crash in
+    // between leaves the record, which the next start retries (Billing.finish).
     if (s.held !== null && s.principal) {
       const tenantId = s.principal.tenantId;
       billing
@@ -358,7 +365,11 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
       clearInterval(pinger);
       recordAll();
       const journaled = await billing.retryPending().catch(() => -1);
-      log.info({ drained_ms: Date.now() - started, journal_pending: journaled }, 'drained; closing the store connections');
+      // Settlements still on their way (the store did not answer within the wait) stay
+      // recorded for the next start.
+      const unconfirmed = journal.intended;
+      journal.close();
+      log.info({ drained_ms: Date.now() - started, journal_pending: journaled, ...(unconfirmed ? { settlements_unconfirmed: unconfirmed } : {}) }, 'drained; closing the store connections');
       await grpc.close();
       await admin.close();
       await accountService?.close();

@@ -1,3 +1,4 @@
+import { existsSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { holdFor as holdMoney } from '../harness/money.js';
 import { listeningLine } from '../../sidecar/stack/process.js';
@@ -7,6 +8,7 @@ import { dumpRedis } from '../harness/redis.js';
 import { call, expectEnvelope, post } from '../harness/http.js';
 import { readSse } from '../harness/sse.js';
 import { CONFIRMED_WITHIN_MS } from '../../sidecar/src/domain/billing/credit-leases.js';
+import { encodeFacts } from '../../sidecar/src/domain/billing/settlement-record.js';
 
 /** Prepaid credits, holds, settlement, spend caps, throttling and usage, through real Envoy and Redis. */
 let gw: TestGateway;
@@ -344,6 +346,44 @@ describe('the store goes away (fails closed; nothing lost)', () => {
     await settled(tenant, 20_000);
     const { records } = await usageCosts(tenant);
     expect(records.map((r) => r.requestId)).toContain(done.json.id);
+  });
+
+  it('a settlement a killed sidecar had recorded but not yet written is applied, once, when it starts again', async () => {
+    const { tenant, key } = await newTenant(100_000_000);
+    expect((await post(`${gw.base}/chat/completions`, chat('warm'), key)).status).toBe(200);
+    const before = await settled(tenant);
+    const sidecar = gw.stack.process('sidecar');
+    sidecar.signal('SIGKILL');
+    await sidecar.exitedNow();
+    // What a sidecar killed between an answer and its store write leaves on disk: the
+    // settlement's record, in the file next to its journal (Billing.finish).
+    const now = Date.now();
+    const requestId = 'req-recorded-before-a-crash';
+    // 3 prompt and 2 completion tokens at 100,000 and 500,000 per million, and 1,000 a request: 1,001.3 → 1,002.
+    const facts = {
+      requestId, tenantId: tenant, keyId: null, startedAt: now, now, alias: 'svc-quick', internalModel: 'quick-model',
+      promptTokens: 3, completionTokens: 2, totalTokens: 5, estimated: false, requestCount: 1,
+      price: { inputPerMillion: 100_000, outputPerMillion: 500_000, perInput: 1000 }, creditCheck: true, lease: null,
+    };
+    const recorded = `${gw.config.billing.journalPath}.intents.4`;
+    writeFileSync(recorded, `${encodeFacts(facts)}\n{"torn":`);
+    await sidecar.restart();
+    await sidecar.waitForLine(listeningLine, 20_000);
+    expect(sidecar.lines.some((l) => l.includes('settlements the previous run recorded and did not write'))).toBe(true);
+    let records: { requestId: string; cost: number }[] = [];
+    for (let i = 0; i < 100 && !records.some((r) => r.requestId === requestId); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      records = (await usageCosts(tenant)).records;
+    }
+    expect(records.filter((r) => r.requestId === requestId).map((r) => r.cost)).toEqual([1002]);
+    expect(existsSync(recorded)).toBe(false);
+    // Applied once: a second start finds nothing to apply and the balance moved by the charge alone.
+    sidecar.signal('SIGKILL');
+    await sidecar.exitedNow();
+    await sidecar.restart();
+    await sidecar.waitForLine(listeningLine, 20_000);
+    expect((await usageCosts(tenant)).records.filter((r) => r.requestId === requestId)).toHaveLength(1);
+    expect((await gw.admin.account(tenant)).balance).toBe(before.balance - 1002);
   });
 });
 

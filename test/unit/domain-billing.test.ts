@@ -44,33 +44,103 @@ async function threeJournaled(ledger: Ledger): Promise<{ j: SettlementJournal; b
 }
 
 describe('Billing', () => {
-  it.each([
-    ['a shared store: the settlement is written before finish() returns (before the answer that called it leaves)', false, ['settle', 'returned']],
-    ['an in-process ledger: the settlement runs after the turn that called finish() (the answer has left)', true, ['returned', 'settle']],
-  ] as const)('%s', async (_, inProcess, order) => {
-    const memory = createMemoryLedger();
-    await memory.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
-    const calls: string[] = [];
-    // The memory ledger's money, seen as the kind of store under test.
-    const ledger: Ledger = Object.assign(Object.create(memory) as Ledger, {
+  /** The memory ledger's money, seen as the kind of store under test; `calls` records each settle. */
+  const observed = (memory: Ledger, inProcess: boolean, calls: string[], settle?: Ledger['settle']): Ledger =>
+    Object.assign(Object.create(memory) as Ledger, {
       inProcess,
       settle: (input: Parameters<Ledger['settle']>[0]) => {
         calls.push('settle');
-        return memory.settle(input);
+        return (settle ?? ((i) => memory.settle(i)))(input);
       },
     });
-    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+  const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false };
+  const funded = async () => {
+    const memory = createMemoryLedger();
+    await memory.adjustBalance('ten_1', 1_000_000, 'g', 'grant', Date.now());
+    return memory;
+  };
+
+  it.each([
+    ['a shared store: recorded before finish() returns, written to the store after the turn (the answer has left)', false, 1],
+    ['an in-process ledger: nothing recorded (it dies with the process), written after the turn', true, 0],
+  ] as const)('%s', async (_, inProcess, recorded) => {
+    const memory = await funded();
+    const calls: string[] = [];
+    const j = journal();
+    const billing = new Billing(observed(memory, inProcess, calls), cfg.billing, j, quiet);
     expect((await billing.admit(principal, ctxOf('a'), 'req-order')).ok).toBe(true);
     billing.claim('ten_1', 'req-order');
-    const done = billing.finish({ principal, ctx: ctxOf('a'), requestId: 'req-order', usage: { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false }, startedAt: Date.now() });
+    const done = billing.finish({ principal, ctx: ctxOf('a'), requestId: 'req-order', usage, startedAt: Date.now() });
     calls.push('returned');
-    await Promise.resolve(); // microtasks alone do not reach an in-process settlement
+    expect(j.intended).toBe(recorded);
+    await Promise.resolve(); // microtasks alone do not reach the settlement
+    expect(calls).toEqual(['returned']);
     expect(billing.inFlight.finishing).toBe(1); // a stop waits for it either way
     await done;
-    expect(calls).toEqual(order);
+    expect(calls).toEqual(['returned', 'settle']);
+    expect(j.intended).toBe(0);
     const a = await memory.account('ten_1', '2026-11');
     expect(a.held).toBe(0);
     expect(a.balance).toBeLessThan(1_000_000);
+  });
+
+  it('a shared store whose settlement cannot be recorded: written to the store before finish() returns', async () => {
+    const memory = await funded();
+    const calls: string[] = [];
+    const failures: string[] = [];
+    const j = journal();
+    j.intend = () => {
+      throw new Error('disk full');
+    };
+    const billing = new Billing(observed(memory, false, calls), cfg.billing, j, { settled: () => {}, failed: (what) => failures.push(what) });
+    await billing.admit(principal, ctxOf('a'), 'req-now');
+    billing.claim('ten_1', 'req-now');
+    const done = billing.finish({ principal, ctx: ctxOf('a'), requestId: 'req-now', usage, startedAt: Date.now() });
+    calls.push('returned');
+    await done;
+    expect(calls).toEqual(['settle', 'returned']);
+    expect(failures).toEqual(['journal']);
+    expect((await memory.account('ten_1', '2026-11')).held).toBe(0);
+  });
+
+  it('a process that dies between the answer and its settlement: the next start journals the record and the retry applies it once', async () => {
+    const memory = await funded();
+    const dir = mkdtempSync(join(journals, 'life-'));
+    const path = join(dir, 'journal.jsonl');
+    // First life: the store never answers the settlement (the process is about to die).
+    const first = new SettlementJournal(path);
+    const dying = new Billing(observed(memory, false, [], () => new Promise(() => {})), direct, first, quiet);
+    await dying.admit(principal, ctxOf('a'), 'req-died');
+    dying.claim('ten_1', 'req-died');
+    void dying.finish({ principal, ctx: ctxOf('a'), requestId: 'req-died', usage, startedAt: Date.now() });
+    await sleep(5);
+    expect(first.intended).toBe(1);
+    expect((await memory.account('ten_1', '2026-11')).held).toBeGreaterThan(0); // not settled
+    // Next life, same journal path.
+    const next = new SettlementJournal(path);
+    expect(next.adoptIntents()).toEqual({ adopted: 1, unreadable: 0 });
+    expect(next.pending().map((op) => (op.op === 'settle' ? op.input.requestId : op.requestId))).toEqual(['req-died']);
+    expect(new SettlementJournal(path).adoptIntents()).toEqual({ adopted: 0, unreadable: 0 }); // the record was moved, not copied
+    const calls: string[] = [];
+    const billing = new Billing(observed(memory, false, calls), direct, next, quiet);
+    expect(await billing.retryPending()).toBe(0);
+    expect(await billing.retryPending()).toBe(0);
+    expect(calls).toEqual(['settle']);
+    const a = await memory.account('ten_1', '2026-11');
+    expect(a.held).toBe(0);
+    expect(a.balance).toBeLessThan(1_000_000);
+    expect((await memory.usageRecords('ten_1', 10)).map((r) => r.requestId)).toEqual(['req-died']);
+  });
+
+  it('a recorded settlement the store cannot take is journaled, and its record is then done', async () => {
+    const memory = await funded();
+    const j = journal();
+    const billing = new Billing(observed(memory, false, [], () => Promise.reject(new StoreUnavailableError('down'))), direct, j, quiet);
+    await billing.admit(principal, ctxOf('a'), 'req-down');
+    billing.claim('ten_1', 'req-down');
+    await billing.finish({ principal, ctx: ctxOf('a'), requestId: 'req-down', usage, startedAt: Date.now() });
+    expect(j.intended).toBe(0);
+    expect(j.pending()).toHaveLength(1);
   });
 
   it('an admitted request whose response processing never claims it is released after the grace period', async () => {

@@ -131,9 +131,9 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         finished = true;
         if (abandoned) exchange.abandon();
         const s = summary ?? exchange.summary();
-        // The settlement starts here, before the answer just written leaves this tick: a
-        // crash can then never leave a delivered answer unbilled (deferring it to after the
-        // write lost one settlement per kill -9 in the fault suite). `finished` keeps it to once.
+        // The settlement starts here, before the answer just written leaves this tick: it is
+        // recorded now (a crash can then never leave a delivered answer unbilled) and written
+        // to the store once the answer has left (Billing.finish). `finished` keeps it to once.
         deps.live?.delete(endNow);
         try {
           deps.onSummary(s);

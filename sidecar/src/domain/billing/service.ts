@@ -7,7 +7,9 @@ import { Errors, gatewayError, type GatewayError } from '../errors.js';
 import type { InferenceContext } from '../request-context.js';
 import type { Usage } from '../usage.js';
 import type { SettlementJournal, PendingOp } from './journal.js';
-import { costOf, dayOf, minuteOf, periodOf, worstCase, type WorstCase } from './pricing.js';
+import type { IntentMark } from './intent-log.js';
+import { minuteOf, periodOf, worstCase, type WorstCase } from './pricing.js';
+import { settleInputOf, type SettlementFacts } from './settlement-record.js';
 import { capRefusal } from './cap-refusal.js';
 import { CreditLeases } from './credit-leases.js';
 
@@ -45,6 +47,9 @@ export interface LeasePeers {
 }
 
 const NO_PEERS: LeasePeers = { recall: async () => {} };
+
+/** Resolves after the current turn of the event loop, once the answers it wrote have left. */
+const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 
 /** How long a refused admission waits for other instances to give their leases back before it asks again. */
 const RECALL_WAIT_MS = 50;
@@ -386,15 +391,19 @@ export class Billing {
   }
 
   /**
-   * Settles or releases; never throws (a failed write is journaled and retried). A shared
-   * store's command is written before this returns, so it is on its way before the answer
-   * that called it leaves (a crash cannot leave a delivered answer unbilled). An in-process
-   * ledger dies with the process, so its settlement waits until the answer has left (one
-   * turn of the event loop): the caller does not wait for it (measured in docs/benchmark.md).
+   * Settles or releases; never throws (a failed write is journaled and retried). The
+   * settlement waits until the answer that called this has left (one turn of the event
+   * loop): the caller does not wait for the ledger, and the ledger's work does not
+   * compete with the answer for the CPU (measured in docs/benchmark.md). A shared
+   * store's settlement is first recorded in the journal's intents, before this returns
+   * and so before that answer leaves: a crash in between cannot leave a delivered answer
+   * unbilled (the next start retries what was recorded and never carried out). Where the
+   * intent cannot be written, the store's command is written now instead, still before
+   * the answer leaves. An in-process ledger dies with the process: it needs no intent.
    */
   finish(f: Finished): Promise<void> {
     this.confirming.delete(f.requestId);
-    const settling = this.ledger.inProcess ? new Promise<void>((r) => setImmediate(r)).then(() => this.settleOrRelease(f)) : this.settleOrRelease(f);
+    const settling = this.ledger.inProcess ? nextTurn().then(() => this.settleOrRelease(f)) : this.settleOrRelease(f);
     const done = settling.finally(() => {
       this.live.delete(f.requestId);
       this.finishing.delete(done);
@@ -455,44 +464,63 @@ export class Billing {
 
   private async settleOrRelease(f: Finished): Promise<void> {
     // A commitment inside a lease goes back to it in memory; a hold is released in the store.
-    const release = () => (this.leases.releaseLocal(f.requestId) ? undefined : this.apply({ op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId }));
+    const release = async () => {
+      if (!this.leases.releaseLocal(f.requestId)) await this.apply({ op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId });
+    };
     if (!f.usage || !f.ctx) return release();
-    let input: SettleInput;
-    try {
-      input = this.settleInput(f, f.ctx, f.usage);
-    } catch (err) {
-      // Not a figure the ledger could ever take: record the failure, free the hold.
+    // Not a figure the ledger could ever take: record the failure, free the hold.
+    const unsettleable = (err: unknown) => {
       this.events.failed('settle', err);
       this.events.operation?.('settle', 'failed');
       return release();
+    };
+    let facts: SettlementFacts;
+    try {
+      facts = this.factsOf(f, f.ctx, f.usage);
+    } catch (err) {
+      return unsettleable(err);
     }
-    await this.apply({ op: 'settle', input });
+    // Recorded first (a shared store), written to the store once the answer has left.
+    const mark = this.ledger.inProcess ? null : this.intend(facts);
+    if (mark !== null) await nextTurn();
+    let input: SettleInput;
+    try {
+      input = settleInputOf(facts);
+    } catch (err) {
+      if (mark !== null) this.journal.carriedOut(mark);
+      return unsettleable(err);
+    }
+    if ((await this.apply({ op: 'settle', input })) && mark !== null) this.journal.carriedOut(mark);
   }
 
-  private settleInput(f: Finished, ctx: InferenceContext, usage: Usage): SettleInput {
-    const lease = this.leases.commitment(f.requestId);
+  /** The settlement recorded before its answer leaves; null when it could not be (it is then written to the store at once). */
+  private intend(facts: SettlementFacts): IntentMark | null {
+    try {
+      return this.journal.intend(facts);
+    } catch (err) {
+      this.events.failed('journal', err);
+      return null;
+    }
+  }
+
+  /** What the settlement is computed from: only lookups, no arithmetic (this runs before the answer leaves). */
+  private factsOf(f: Finished, ctx: InferenceContext, usage: Usage): SettlementFacts {
     return {
-      ...(lease ? { lease } : {}),
-      tenantId: f.principal.tenantId,
       requestId: f.requestId,
-      charge: costOf(this.priceOf(ctx), usage, ctx.requestCount),
-      creditCheck: this.cfg.creditCheck,
-      period: periodOf(f.startedAt),
-      day: dayOf(f.startedAt),
+      tenantId: f.principal.tenantId,
+      keyId: f.principal.keyId,
+      startedAt: f.startedAt,
       now: this.now(),
-      usage: {
-        time: new Date(f.startedAt).toISOString(),
-        tenantId: f.principal.tenantId,
-        keyId: f.principal.keyId,
-        alias: ctx.resolved.alias,
-        internalModel: ctx.resolved.internalModel,
-        promptTokens: usage.promptTokens,
-        completionTokens: usage.completionTokens,
-        totalTokens: usage.totalTokens,
-        requestCount: ctx.requestCount,
-        requestId: f.requestId,
-        estimated: usage.estimated,
-      },
+      alias: ctx.resolved.alias,
+      internalModel: ctx.resolved.internalModel,
+      promptTokens: usage.promptTokens,
+      completionTokens: usage.completionTokens,
+      totalTokens: usage.totalTokens,
+      estimated: usage.estimated,
+      requestCount: ctx.requestCount,
+      price: this.priceOf(ctx),
+      creditCheck: this.cfg.creditCheck,
+      lease: this.leases.commitment(f.requestId),
     };
   }
 
@@ -508,30 +536,35 @@ export class Billing {
     }
   }
 
-  private async apply(op: PendingOp): Promise<void> {
+  /** Applies, or journals for a retry; false only when it is in neither the store nor the journal. */
+  private async apply(op: PendingOp): Promise<boolean> {
     try {
       await this.run(op);
       this.events.operation?.(op.op, 'applied');
+      return true;
     } catch (err) {
       this.events.failed(op.op, err);
       // Only an unreachable store is worth retrying; an input the ledger refuses never
       // will be (its hold is released by the reaper when it expires).
       if (err instanceof StoreUnavailableError) {
-        this.journalOnly(op);
+        const kept = this.journalOnly(op);
         if (op.op === 'settle') this.leases.journaled(op.input.requestId);
-      } else {
-        this.events.operation?.(op.op, 'failed');
-        if (op.op === 'settle') this.leases.settled(op.input.requestId, undefined); // never applicable: the lease keeps nothing for it
+        return kept;
       }
+      this.events.operation?.(op.op, 'failed');
+      if (op.op === 'settle') this.leases.settled(op.input.requestId, undefined); // never applicable: the lease keeps nothing for it
+      return true;
     }
   }
 
-  private journalOnly(op: PendingOp): void {
+  private journalOnly(op: PendingOp): boolean {
     try {
       this.journal.append(op);
       this.events.operation?.(op.op, 'journaled');
+      return true;
     } catch (journalErr) {
       this.events.failed('journal', journalErr);
+      return false;
     }
   }
 

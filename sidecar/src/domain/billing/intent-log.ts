@@ -1,0 +1,158 @@
+import { closeSync, ftruncateSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+/** Where an intent was written: the segment that must outlive it. */
+export type IntentMark = number;
+
+/**
+ * A segment grows to this many bytes (about 250 settlements) before it is emptied
+ * (nothing open in it) or a new one begins: a restart after a crash replays at most
+ * that many settlements already written (idempotent, so only the time is lost).
+ */
+export const INTENT_SEGMENT_BYTES = 64 * 1024;
+
+interface Segment {
+  readonly n: number;
+  readonly path: string;
+  fd: number;
+  bytes: number;
+  /** Intents written to it and not yet done. */
+  open: number;
+}
+
+/**
+ * A write-ahead log of lines that must survive a crash of this process until
+ * they are marked done: one line per intent, appended with one write(2) to a
+ * segment file kept open (`<base>.<n>`). The kernel keeps what was written
+ * when the process dies (kill -9, an out-of-memory kill); a power loss can
+ * take the last lines, as it can the socket write they stand in for.
+ *
+ * Segments do not grow without bound: once a segment holds
+ * INTENT_SEGMENT_BYTES, it is emptied in place if nothing in it is open, or
+ * else closed and a new one begun; a closed segment is deleted when its last
+ * intent is done. What a previous life of the process left is read back with
+ * `recover` (before the first `record`), then `forget` deletes it.
+ */
+export class IntentLog {
+  private current: Segment | null = null;
+  private readonly closed = new Map<number, Segment>();
+  private next = 0;
+
+  constructor(
+    private readonly base: string,
+    private readonly segmentBytes = INTENT_SEGMENT_BYTES,
+  ) {}
+
+  /** Appends one line (no newline in it) at once; throws if it could not be written. */
+  record(line: string): IntentMark {
+    let s = this.current;
+    if (s && s.bytes >= this.segmentBytes) {
+      if (s.open === 0) this.empty(s);
+      else {
+        closeSync(s.fd);
+        s.fd = -1;
+        this.closed.set(s.n, s);
+        s = this.current = null;
+      }
+    }
+    if (!s) s = this.current = this.begin();
+    const text = `${line}\n`;
+    writeSync(s.fd, text);
+    s.bytes += Buffer.byteLength(text);
+    s.open += 1;
+    return s.n;
+  }
+
+  /** The intent written at `mark` is carried out (or safe elsewhere): its segment may go. */
+  done(mark: IntentMark): void {
+    const s = this.current?.n === mark ? this.current : this.closed.get(mark);
+    if (!s || s.open === 0) return;
+    s.open -= 1;
+    if (s.open > 0) return;
+    if (s === this.current) {
+      if (s.bytes >= this.segmentBytes) this.empty(s);
+    } else {
+      this.closed.delete(s.n);
+      unlinkQuietly(s.path);
+    }
+  }
+
+  /** Intents written and not yet done, in every segment of this life. */
+  get pending(): number {
+    let n = this.current?.open ?? 0;
+    for (const s of this.closed.values()) n += s.open;
+    return n;
+  }
+
+  /**
+   * The lines of every segment on disk that this life did not write (a previous
+   * life's, never marked done), oldest segment first. A torn last line (the
+   * process died inside a write) is left out: that write never completed.
+   */
+  recover(): string[] {
+    const lines: string[] = [];
+    for (const { path } of this.onDisk()) {
+      if (this.isOurs(path)) continue;
+      const text = readFileSync(path, 'utf8');
+      const whole = text.endsWith('\n') ? text : text.slice(0, text.lastIndexOf('\n') + 1);
+      for (const line of whole.split('\n')) if (line.trim()) lines.push(line);
+    }
+    return lines;
+  }
+
+  /** Deletes the segments `recover` read (call once their lines are safe elsewhere). */
+  forget(): void {
+    for (const { path } of this.onDisk()) if (!this.isOurs(path)) unlinkQuietly(path);
+  }
+
+  /** Closes the open segment; a log with nothing open leaves no file behind. */
+  close(): void {
+    const s = this.current;
+    if (s) {
+      closeSync(s.fd);
+      if (s.open === 0) unlinkQuietly(s.path);
+      this.current = null;
+    }
+  }
+
+  private isOurs(path: string): boolean {
+    return this.current?.path === path || [...this.closed.values()].some((s) => s.path === path);
+  }
+
+  private begin(): Segment {
+    // Never reuse a number on disk: a previous life's segment waits for `recover`.
+    const taken = this.onDisk().map((f) => f.n);
+    const n = Math.max(this.next, taken.length ? Math.max(...taken) + 1 : 0);
+    this.next = n + 1;
+    const path = `${this.base}.${n}`;
+    return { n, path, fd: openSync(path, 'a', 0o600), bytes: 0, open: 0 };
+  }
+
+  private empty(s: Segment): void {
+    ftruncateSync(s.fd, 0);
+    s.bytes = 0;
+  }
+
+  private onDisk(): { n: number; path: string }[] {
+    const dir = dirname(this.base);
+    const prefix = `${basename(this.base)}.`;
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return [];
+    }
+    return names
+      .filter((f) => f.startsWith(prefix) && /^\d+$/.test(f.slice(prefix.length)))
+      .map((f) => ({ n: Number(f.slice(prefix.length)), path: join(dir, f) }))
+      .sort((a, b) => a.n - b.n);
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // Already gone.
+  }
+}

@@ -1,0 +1,74 @@
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { IntentLog } from '../../sidecar/src/domain/billing/intent-log.js';
+
+/** The write-ahead log of settlements on their way to the ledger (real files). */
+const root = mkdtempSync(join(tmpdir(), 'intents-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+const fresh = () => join(mkdtempSync(join(root, 'l-')), 'journal.jsonl.intents');
+const files = (base: string) => readdirSync(join(base, '..')).sort();
+const line = (i: number) => JSON.stringify({ op: 'settle', input: { requestId: `req-${i}`, pad: 'x'.repeat(40) } });
+
+describe('IntentLog', () => {
+  it('each line is on disk once record returns, and stays until done', () => {
+    const base = fresh();
+    const log = new IntentLog(base);
+    const a = log.record(line(1));
+    expect(readFileSync(`${base}.0`, 'utf8')).toBe(`${line(1)}\n`);
+    const b = log.record(line(2));
+    expect(log.pending).toBe(2);
+    log.done(a);
+    log.done(b);
+    expect(log.pending).toBe(0);
+    // Small segments are not emptied on every done (that would be a syscall per request).
+    expect(readFileSync(`${base}.0`, 'utf8').split('\n').filter(Boolean)).toHaveLength(2);
+  });
+
+  it('a full segment with nothing open is emptied in place; with intents open a new one begins and the old one goes with its last intent', () => {
+    const base = fresh();
+    const log = new IntentLog(base, 200);
+    const marks = [1, 2, 3].map((i) => log.record(line(i))); // > 200 bytes: segment 0 is full
+    for (const m of marks) log.done(m);
+    expect(statSync(`${base}.0`).size).toBe(0); // emptied: all done
+    const held = [4, 5, 6].map((i) => log.record(line(i))); // fills segment 0 again, all open
+    const later = log.record(line(7)); // segment 0 full and open: segment 1 begins
+    expect(later).toBe(1);
+    expect(files(base)).toEqual(['journal.jsonl.intents.0', 'journal.jsonl.intents.1']);
+    log.done(held[0]!);
+    log.done(held[1]!);
+    expect(existsSync(`${base}.0`)).toBe(true); // one still open in it
+    log.done(held[2]!);
+    expect(existsSync(`${base}.0`)).toBe(false);
+    expect(log.pending).toBe(1);
+    log.done(later);
+    log.close();
+    expect(files(base)).toEqual([]); // nothing open: no file left behind
+  });
+
+  it('what a previous life left is recovered oldest first, a torn last line left out, and never overwritten by the new life', () => {
+    const base = fresh();
+    const first = new IntentLog(base, 200);
+    for (let i = 1; i <= 4; i++) first.record(line(i)); // two segments, all open: the process dies
+    appendFileSync(`${base}.1`, '{"op":"settle","inp'); // died inside a write
+    const next = new IntentLog(base, 200);
+    const mark = next.record(line(9)); // written before recovery: a new segment, not one of the old
+    expect(mark).toBe(2);
+    expect(next.recover()).toEqual([1, 2, 3, 4].map(line));
+    next.forget();
+    expect(files(base)).toEqual(['journal.jsonl.intents.2']);
+    expect(next.recover()).toEqual([]); // its own segment is not a previous life's
+    next.done(mark);
+    next.close();
+    expect(files(base)).toEqual([]);
+  });
+
+  it('close keeps a segment that still has intents open (the next start recovers them)', () => {
+    const base = fresh();
+    const log = new IntentLog(base);
+    log.record(line(1));
+    log.close();
+    expect(new IntentLog(base).recover()).toEqual([line(1)]);
+  });
+});
