@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -130,6 +130,44 @@ describe('Billing', () => {
     expect(a.held).toBe(0);
     expect(a.balance).toBeLessThan(1_000_000);
     expect((await memory.usageRecords('ten_1', 10)).map((r) => r.requestId)).toEqual(['req-died']);
+  });
+
+  it('adopting: a line that is no whole record, or a cost no ledger could take, is counted and left out; no record, no journal file', () => {
+    const path = join(mkdtempSync(join(journals, 'bad-')), 'journal.jsonl');
+    const facts = {
+      requestId: 'req-ok', tenantId: 'ten_1', keyId: null, startedAt: Date.now(), now: Date.now(), alias: 'svc-core', internalModel: 'core-model',
+      promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false, requestCount: 1,
+      price: { inputPerMillion: 1, outputPerMillion: 1, perInput: 0 }, creditCheck: true, lease: null,
+    };
+    const first = new SettlementJournal(path);
+    first.intend(facts);
+    first.intend({ ...facts, requestId: 'req-ok-2' });
+    first.intend({ ...facts, requestId: 'req-huge', promptTokens: Number.MAX_SAFE_INTEGER, price: { ...facts.price, inputPerMillion: 10_000_000 } });
+    appendFileSync(`${path}.intents.0`, 'not a record\n');
+    const next = new SettlementJournal(path);
+    expect(next.adoptIntents()).toEqual({ adopted: 2, unreadable: 2 });
+    expect(next.pending().map((op) => (op.op === 'settle' ? op.input.requestId : op.requestId))).toEqual(['req-ok', 'req-ok-2']);
+    next.carriedOut(next.intend({ ...facts, requestId: 'req-next-life' }));
+    next.close();
+    expect(readdirSync(join(path, '..'))).toEqual(['journal.jsonl']); // adopted, and nothing of its own open
+    const none = join(mkdtempSync(join(journals, 'none-')), 'journal.jsonl');
+    expect(new SettlementJournal(none).adoptIntents()).toEqual({ adopted: 0, unreadable: 0 });
+    expect(existsSync(none)).toBe(false);
+  });
+
+  it('the journal is private to the process owner (0600) however it is written', () => {
+    const op = { op: 'release' as const, tenantId: 'ten_1', requestId: 'req-1' };
+    const appended = join(mkdtempSync(join(journals, 'mode-')), 'journal.jsonl');
+    new SettlementJournal(appended).append(op);
+    const rewritten = join(mkdtempSync(join(journals, 'mode-')), 'journal.jsonl');
+    new SettlementJournal(rewritten).rewrite([op]);
+    const adopted = join(mkdtempSync(join(journals, 'mode-')), 'journal.jsonl');
+    new SettlementJournal(adopted).intend({
+      requestId: 'req-1', tenantId: 'ten_1', keyId: null, startedAt: 1, now: 1, alias: 'a', internalModel: 'm', promptTokens: 1, completionTokens: 1,
+      totalTokens: 2, estimated: false, requestCount: 1, price: { inputPerMillion: 1, outputPerMillion: 1, perInput: 0 }, creditCheck: false, lease: null,
+    });
+    new SettlementJournal(adopted).adoptIntents();
+    for (const path of [appended, rewritten, adopted]) expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
   it('a recorded settlement the store cannot take is journaled, and its record is then done', async () => {

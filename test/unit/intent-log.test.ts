@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -64,11 +64,79 @@ describe('IntentLog', () => {
     expect(files(base)).toEqual([]);
   });
 
-  it('close keeps a segment that still has intents open (the next start recovers them)', () => {
+  it('a segment is full at exactly its size: the next line begins a new one while any is open', () => {
+    const base = fresh();
+    const size = Buffer.byteLength(`${line(1)}\n`);
+    const log = new IntentLog(base, 2 * size);
+    const a = log.record(line(1));
+    log.record(line(2)); // exactly full now
+    expect(log.record(line(3))).toBe(1);
+    log.done(a);
+    expect(log.pending).toBe(2);
+    // Emptied at exactly its size too, once nothing in it is open.
+    const fresh2 = fresh();
+    const small = new IntentLog(fresh2, 2 * size);
+    const b = small.record(line(1));
+    const c = small.record(line(2));
+    small.done(b);
+    small.done(c);
+    expect(statSync(`${fresh2}.0`).size).toBe(0);
+    expect(small.record(line(3))).toBe(0); // the same segment, reused
+  });
+
+  it('a mark done twice, or one never handed out, changes nothing', () => {
+    const base = fresh();
+    const log = new IntentLog(base);
+    const a = log.record(line(1));
+    log.done(a);
+    log.done(a);
+    log.done(42);
+    expect(log.pending).toBe(0);
+    const b = log.record(line(2));
+    expect(log.pending).toBe(1);
+    log.done(b);
+    expect(log.pending).toBe(0);
+  });
+
+  it('recovery reads only its own numbered segments, in numeric order, and skips every segment this life has open or closed', () => {
+    const base = fresh();
+    writeFileSync(`${base}.10`, `${line(10)}\n`);
+    writeFileSync(`${base}.9`, `${line(9)}\n\n`);
+    writeFileSync(`${base}.bak`, `${line(99)}\n`); // not a segment
+    writeFileSync(`${base}.7x`, `${line(98)}\n`);
+    writeFileSync(`${base}.x7`, `${line(96)}\n`);
+    writeFileSync(join(base, '..', 'journal.jsonl'), `${line(97)}\n`); // the journal itself
+    const size = Buffer.byteLength(`${line(1)}\n`);
+    const log = new IntentLog(base, size);
+    const first = log.record(line(1)); // segment 11, full at once
+    const second = log.record(line(2)); // segment 12: 11 is closed, still open
+    expect([first, second]).toEqual([11, 12]);
+    expect(log.recover()).toEqual([line(9), line(10)]);
+    log.forget();
+    expect(files(base)).toEqual(['journal.jsonl', 'journal.jsonl.intents.11', 'journal.jsonl.intents.12', 'journal.jsonl.intents.7x', 'journal.jsonl.intents.bak', 'journal.jsonl.intents.x7']);
+    expect(log.pending).toBe(2);
+  });
+
+  it('a directory that is not there holds nothing to recover; close before any line is a no-op', () => {
+    const log = new IntentLog(join(root, 'missing', 'journal.jsonl.intents'));
+    expect(log.recover()).toEqual([]);
+    log.forget();
+    log.close();
+  });
+
+  it('segments are private to the process owner (0600)', () => {
     const base = fresh();
     const log = new IntentLog(base);
     log.record(line(1));
+    expect(statSync(`${base}.0`).mode & 0o777).toBe(0o600);
+  });
+
+  it('close keeps a segment that still has intents open (the next start recovers them)', () => {
+    const base = fresh();
+    const log = new IntentLog(base);
+    const mark = log.record(line(1));
     log.close();
+    log.done(mark); // too late: closed
     expect(new IntentLog(base).recover()).toEqual([line(1)]);
   });
 });

@@ -63,6 +63,8 @@ describe('settlement facts', () => {
     ['a fraction', '["s1","req-1","ten_1",null,1,1,"a","m",1.5,1,2,0,1,1,1,1,0,null,null]'],
     ['a missing field', '["s1","req-1","ten_1",null,1,1,"a","m",1,1,2,0,1,1,1,1,0,null]'],
     ['an object', '{"op":"settle"}'],
+    ['a lease id without its amount', '["s1","req-1","ten_1",null,1,1,"a","m",1,1,2,0,1,1,1,1,0,"lease-1",null]'],
+    ['a lease amount without its id', '["s1","req-1","ten_1",null,1,1,"a","m",1,1,2,0,1,1,1,1,0,null,5]'],
   ])('%s is not a record', (_, line) => {
     expect(decodeFacts(line)).toBeNull();
   });

@@ -14,7 +14,7 @@ export const INTENT_SEGMENT_BYTES = 64 * 1024;
 interface Segment {
   readonly n: number;
   readonly path: string;
-  fd: number;
+  readonly fd: number;
   bytes: number;
   /** Intents written to it and not yet done. */
   open: number;
@@ -36,7 +36,6 @@ interface Segment {
 export class IntentLog {
   private current: Segment | null = null;
   private readonly closed = new Map<number, Segment>();
-  private next = 0;
 
   constructor(
     private readonly base: string,
@@ -46,14 +45,11 @@ export class IntentLog {
   /** Appends one line (no newline in it) at once; throws if it could not be written. */
   record(line: string): IntentMark {
     let s = this.current;
+    // Full, so something in it is open (`done` empties a full segment once nothing is).
     if (s && s.bytes >= this.segmentBytes) {
-      if (s.open === 0) this.empty(s);
-      else {
-        closeSync(s.fd);
-        s.fd = -1;
-        this.closed.set(s.n, s);
-        s = this.current = null;
-      }
+      closeSync(s.fd);
+      this.closed.set(s.n, s);
+      s = null;
     }
     if (!s) s = this.current = this.begin();
     const text = `${line}\n`;
@@ -94,8 +90,8 @@ export class IntentLog {
     for (const { path } of this.onDisk()) {
       if (this.isOurs(path)) continue;
       const text = readFileSync(path, 'utf8');
-      const whole = text.endsWith('\n') ? text : text.slice(0, text.lastIndexOf('\n') + 1);
-      for (const line of whole.split('\n')) if (line.trim()) lines.push(line);
+      // Up to the last newline: a write the process died inside has none after it.
+      for (const line of text.slice(0, text.lastIndexOf('\n') + 1).split('\n')) if (line) lines.push(line);
     }
     return lines;
   }
@@ -120,10 +116,8 @@ export class IntentLog {
   }
 
   private begin(): Segment {
-    // Never reuse a number on disk: a previous life's segment waits for `recover`.
-    const taken = this.onDisk().map((f) => f.n);
-    const n = Math.max(this.next, taken.length ? Math.max(...taken) + 1 : 0);
-    this.next = n + 1;
+    // Past every number on disk: a previous life's segment waits for `recover`.
+    const n = this.onDisk().reduce((next, f) => Math.max(next, f.n + 1), 0);
     const path = `${this.base}.${n}`;
     return { n, path, fd: openSync(path, 'a', 0o600), bytes: 0, open: 0 };
   }

@@ -51,13 +51,9 @@ export class SettlementJournal {
     const ops: PendingOp[] = [];
     let unreadable = 0;
     for (const line of this.intents.recover()) {
-      const facts = decodeFacts(line);
-      try {
-        if (!facts) throw new TypeError('not a settlement record');
-        ops.push({ op: 'settle', input: settleInputOf(facts) });
-      } catch {
-        unreadable += 1;
-      }
+      const input = priced(decodeFacts(line));
+      if (input) ops.push({ op: 'settle', input });
+      else unreadable += 1;
     }
     if (ops.length) appendFileSync(this.path, ops.map((op) => `${JSON.stringify(op)}\n`).join(''), { mode: 0o600 });
     this.intents.forget();
@@ -77,11 +73,11 @@ export class SettlementJournal {
     if (!existsSync(this.path)) return [];
     const out: PendingOp[] = [];
     for (const line of readFileSync(this.path, 'utf8').split('\n')) {
-      if (!line.trim()) continue;
       try {
         out.push(JSON.parse(line) as PendingOp);
       } catch {
-        // A torn last line from a crash mid-append: the operation before it is intact.
+        // The empty line after the last newline, or a torn last line from a crash
+        // mid-append (the operation before it is intact): nothing to retry.
       }
     }
     return out;
@@ -92,5 +88,14 @@ export class SettlementJournal {
     const tmp = `${this.path}.tmp`;
     writeFileSync(tmp, remaining.map((op) => `${JSON.stringify(op)}\n`).join(''), { mode: 0o600 });
     renameSync(tmp, this.path);
+  }
+}
+
+/** The settlement of recorded facts; null for none, or a cost no ledger could take. */
+function priced(facts: SettlementFacts | null): SettleInput | null {
+  try {
+    return facts && settleInputOf(facts);
+  } catch {
+    return null;
   }
 }

@@ -83,20 +83,22 @@ const Layout1 = z.tuple([
 
 /** The facts of a line `encodeFacts` wrote; null for anything else (a torn or foreign line). */
 export function decodeFacts(line: string): SettlementFacts | null {
-  let raw: unknown;
   try {
-    raw = JSON.parse(line);
+    return fromLayout1(JSON.parse(line));
   } catch {
     return null;
   }
-  const r = Layout1.safeParse(raw);
-  if (!r.success) return null;
-  const [, requestId, tenantId, keyId, startedAt, now, alias, internalModel, promptTokens, completionTokens, totalTokens, estimated, requestCount, inputPerMillion, outputPerMillion, perInput, creditCheck, leaseId, leaseAmount] = r.data;
+}
+
+function fromLayout1(raw: unknown): SettlementFacts | null {
+  const [, requestId, tenantId, keyId, startedAt, now, alias, internalModel, promptTokens, completionTokens, totalTokens, estimated, requestCount, inputPerMillion, outputPerMillion, perInput, creditCheck, leaseId, leaseAmount] = Layout1.parse(raw);
+  // A lease is its id and its amount, or neither.
+  if ((leaseId === null) !== (leaseAmount === null)) return null;
   return {
     requestId, tenantId, keyId, startedAt, now, alias, internalModel, promptTokens, completionTokens, totalTokens,
     estimated: estimated === 1, requestCount,
     price: { inputPerMillion, outputPerMillion, perInput },
     creditCheck: creditCheck === 1,
-    lease: leaseId !== null && leaseAmount !== null ? { id: leaseId, amount: leaseAmount } : null,
+    lease: leaseId === null ? null : { id: leaseId, amount: leaseAmount as number },
   };
 }
