@@ -14,6 +14,9 @@
  *   AB_REQUESTS  measured requests per checkout (default 3000)
  *   AB_WARMUP    unmeasured requests per checkout first (default 300)
  *   AB_STORE     memory (default) or redis (with the credit check on)
+ *   AB_BLOCK     requests to one checkout before the other's turn (default 1;
+ *                n > 1 leaves each block's first request unmeasured, so work
+ *                deferred past an answer lands on its own checkout's next request)
  *   AB_KIND      json (default: time to the last byte), stream (32 chunks
  *                written at once) or sliced (the same in 1-500-byte slices
  *                1 ms apart): time to the first complete event and to [DONE]
@@ -44,6 +47,14 @@ if (!other) {
   process.exit(2);
 }
 const REQUESTS = envInt('AB_REQUESTS', 3000);
+/**
+ * Requests to one checkout before the other's turn (default 1: strict alternation).
+ * Work a gateway defers until after its answer (its log line, a settlement written
+ * after the answer) runs while the next request is served: with blocks of one that
+ * request is the other checkout's, which is then charged for it. With blocks of
+ * n > 1 each request but a block's first follows its own checkout's.
+ */
+const BLOCK = Math.max(1, envInt('AB_BLOCK', 1));
 const WARMUP = envInt('AB_WARMUP', 300);
 const STORE = process.env.AB_STORE === 'redis' ? 'redis' : 'memory';
 const KIND = process.env.AB_KIND === 'stream' || process.env.AB_KIND === 'sliced' ? process.env.AB_KIND : 'json';
@@ -96,15 +107,21 @@ async function ready(start: Start): Promise<{ gw: TestGateway; one: One }> {
 
 const sides = { this: await ready(startGateway), other: await ready(startOther) };
 const ms: Record<keyof typeof sides, Record<string, number[]>> = { this: {}, other: {} };
+const sent = { this: 0, other: 0 };
+const measured = (side: keyof typeof sides) => Object.values(ms[side])[0]?.length ?? 0;
 try {
-  for (let i = 0; i < WARMUP + REQUESTS; i++) {
-    // Alternate which goes first, so neither always follows the other's request.
-    for (const side of i % 2 ? (['this', 'other'] as const) : (['other', 'this'] as const)) {
-      const r = await sides[side].one().catch((err: Error) => {
-        throw new Error(`${side}: ${err.message}`);
-      });
-      if (i < WARMUP) continue;
-      for (const [k, v] of Object.entries(r)) (ms[side][k] ??= []).push(v);
+  for (let round = 0; measured('this') < REQUESTS || measured('other') < REQUESTS; round++) {
+    // Alternate which goes first, so neither always follows the other's requests.
+    for (const side of round % 2 ? (['this', 'other'] as const) : (['other', 'this'] as const)) {
+      for (let j = 0; j < BLOCK; j++) {
+        const r = await sides[side].one().catch((err: Error) => {
+          throw new Error(`${side}: ${err.message}`);
+        });
+        sent[side] += 1;
+        // A block's first request follows the other checkout's: not measured (unless blocks of one).
+        if (sent[side] <= WARMUP || (BLOCK > 1 && j === 0) || measured(side) >= REQUESTS) continue;
+        for (const [k, v] of Object.entries(r)) (ms[side][k] ??= []).push(v);
+      }
     }
   }
 } finally {
@@ -114,7 +131,7 @@ try {
 const measures = Object.keys(ms.this);
 const result = Object.fromEntries(measures.map((m) => [m, { this: latencyStats(ms.this[m] as number[]), other: latencyStats(ms.other[m] as number[]) }]));
 const paired = Object.fromEntries(measures.map((m) => [m, latencyStats((ms.this[m] as number[]).map((x, i) => x - ((ms.other[m] as number[])[i] as number))).p50]));
-console.log(`${KIND} chat, one connection each, ${REQUESTS} measured requests per checkout, store ${STORE}; other = ${other}`);
+console.log(`${KIND} chat, one connection each, ${REQUESTS} measured requests per checkout, store ${STORE}, blocks of ${BLOCK}; other = ${other}`);
 console.log(
   table(
     ['measure', 'checkout', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms'],
@@ -131,5 +148,5 @@ for (const m of measures) {
   const r = result[m] as Record<'this' | 'other', ReturnType<typeof latencyStats>>;
   console.log(`${m}, this − other: p50 ${fmt(r.this.p50 - r.other.p50, 3)} ms, mean ${fmt(r.this.mean - r.other.mean, 3)} ms, median of paired differences ${fmt(paired[m] as number, 3)} ms`);
 }
-console.log(`AB_JSON ${JSON.stringify({ time: new Date().toISOString(), kind: KIND, store: STORE, requests: REQUESTS, other, result, paired_median_ms: paired })}`);
+console.log(`AB_JSON ${JSON.stringify({ time: new Date().toISOString(), kind: KIND, store: STORE, requests: REQUESTS, block: BLOCK, other, result, paired_median_ms: paired })}`);
 process.exit(0);
