@@ -56,6 +56,20 @@ describe('createLogger', () => {
       child.kill();
     }
   });
+
+  it('an idle logger makes no writes: one buffered line is one write, and nothing after it', () => {
+    // sonic-boom writes through fs.writeSync: every write, empty ones too, is counted here.
+    const body = [
+      `import fs from 'node:fs';`,
+      `let writes = 0; const real = fs.writeSync; fs.writeSync = (...a) => { writes += 1; return real(...a); };`,
+      `log.info({ n: 1 }, 'request');`,
+      `setTimeout(() => { process.stderr.write(String(writes)); process.exit(0); }, 550);`,
+    ].join('\n');
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(body)], { encoding: 'utf8', env });
+    expect(r.status).toBe(0);
+    expect(lines(r.stdout).map((l) => l.n)).toEqual([1]);
+    expect(r.stderr.trim()).toBe('1');
+  });
 });
 
 describe('createLogger: redaction', () => {

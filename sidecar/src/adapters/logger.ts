@@ -47,14 +47,24 @@ export function nothingToRedact(obj: unknown): boolean {
  * the same before the exit.
  */
 export function createLogger(level: string, name: string): Logger {
-  const destination = pino.destination({ dest: 1, sync: true, minLength: BUFFER_BYTES, periodicFlush: LOG_FLUSH_MS });
+  const destination = pino.destination({ dest: 1, sync: true, minLength: BUFFER_BYTES });
+  // The flush timer runs only while a per-request line waits in the buffer (sonic-boom's own
+  // periodic flush would wake an idle process every LOG_FLUSH_MS for an empty write).
+  let timer: NodeJS.Timeout | null = null;
   /** Writes the buffer now (synchronously; `flushSync` would also fsync, which a file destination would feel per line). */
   const flush = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
     try {
       destination.flush();
     } catch {
       // closed: nothing more can be written
     }
+  };
+  const flushSoon = () => {
+    if (timer) return;
+    timer = setTimeout(flush, LOG_FLUSH_MS);
+    timer.unref(); // an exit flushes anyway
   };
   const common = { name, level, base: { service: name }, timestamp: pino.stdTimeFunctions.isoTime };
   const plain = pino(common, destination);
@@ -74,6 +84,7 @@ export function createLogger(level: string, name: string): Logger {
           } else method.apply(this, args);
           const msg = typeof args[0] === 'string' ? args[0] : args[1];
           if (typeof msg !== 'string' || !PER_REQUEST_MESSAGES.has(msg)) flush();
+          else flushSoon();
         },
       },
     },
