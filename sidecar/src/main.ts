@@ -84,7 +84,7 @@ export async function startSidecar(cfg: Config, env: NodeJS.ProcessEnv = process
   // answer and its settlement): retried with the journal from now on.
   const adopted = journal.adoptIntents();
   if (adopted.adopted || adopted.unreadable) {
-    log.warn({ settlements: adopted.adopted, unreadable: adopted.unreadable }, 'settlements the previous run recorded and did not write: journaled for retry');
+    log.warn({ settlements: adopted.adopted, unreadable: adopted.unreadable }, 'settlements the previous run recorded and may not have written: journaled again (those it wrote change nothing)');
   }
   const billing = new Billing(
     ledger,

@@ -81,6 +81,8 @@ interface Ctx {
   readonly baseline: Memory;
   /** Problems found while the fault was on (e.g. memory pinned by a flood). */
   readonly problems: string[];
+  /** What the fault set in motion that passing does not show (printed with the summary). */
+  readonly notes: string[];
   /** When the fault struck (for the time until nothing is held). */
   struckAt: number;
 }
@@ -118,6 +120,9 @@ async function signalAndRestart(ctx: Ctx, name: string, signal: NodeJS.Signals, 
   await sleep(250);
   await p.restart();
   await p.waitForLine(listeningLine, 20_000);
+  // A sidecar killed between an answer and its settlement's store write settles it at restart.
+  const adopted = p.lines.find((l) => l.includes('settlements the previous run recorded'));
+  if (adopted) ctx.notes.push(`${/"settlements":(\d+)/.exec(adopted)?.[1] ?? 'some'} settlements the killed sidecar had recorded journaled again at restart (idempotent)`);
 }
 
 export const SCENARIOS: readonly Scenario[] = [
@@ -207,7 +212,8 @@ async function runScenario(gw: TestGateway, mode: Mode, s: Scenario, baseline: M
   const { key } = await gw.admin.createKey(t.id, { scopes: ['ai'] });
   await gw.admin.adjustCredits(t.id, GRANT, `faults-${t.id}`, 'fault suite');
   const traffic = mixedTraffic(gw.base, key, mode.requests, mode.connections);
-  const ctx: Ctx = { gw, mode, key, traffic, baseline, problems, struckAt: Date.now() };
+  const notes: string[] = [];
+  const ctx: Ctx = { gw, mode, key, traffic, baseline, problems, notes, struckAt: Date.now() };
   let outcomes: Outcome[] = [];
   let summary = '';
   const body = async () => {
@@ -237,7 +243,7 @@ async function runScenario(gw: TestGateway, mode: Mode, s: Scenario, baseline: M
     if (m.envoy > baseline.envoy + ENVOY_SLACK) problems.push(`Envoy memory ${mb(m.envoy)} vs baseline ${mb(baseline.envoy)}`);
     if (m.sidecar > baseline.sidecar + SIDECAR_SLACK) problems.push(`sidecar memory ${mb(m.sidecar)} vs baseline ${mb(baseline.sidecar)}`);
     const completed = outcomes.filter((o) => o.completed).length;
-    summary = `${outcomes.length} requests, ${completed} completed; ${money.detail}; ${heldZero}; Envoy ${mb(m.envoy)}, sidecar ${mb(m.sidecar)}`;
+    summary = `${outcomes.length} requests, ${completed} completed; ${money.detail}; ${heldZero}; Envoy ${mb(m.envoy)}, sidecar ${mb(m.sidecar)}${notes.map((n) => `; ${n}`).join('')}`;
   };
   let timer: NodeJS.Timeout | undefined;
   try {
