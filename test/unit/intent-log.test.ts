@@ -1,8 +1,8 @@
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { IntentLog } from '../../sidecar/src/domain/billing/intent-log.js';
+import { INTENT_SEGMENT_BYTES, IntentLog } from '../../sidecar/src/domain/billing/intent-log.js';
 
 /** The write-ahead log of settlements on their way to the ledger (real files). */
 const root = mkdtempSync(join(tmpdir(), 'intents-'));
@@ -131,12 +131,38 @@ describe('IntentLog', () => {
     expect(statSync(`${base}.0`).mode & 0o777).toBe(0o600);
   });
 
+  it.each([
+    ['a short write (a full disk)', (fd: number, text: string) => writeSync(fd, text.slice(0, 10))],
+    ['a failed write', () => {
+      throw new Error('ENOSPC');
+    }],
+  ])('%s: the line is refused and no later line follows its fragment', (_, failing) => {
+    const base = fresh();
+    let calls = 0;
+    const log = new IntentLog(base, INTENT_SEGMENT_BYTES, (fd, text) => (++calls === 2 ? failing(fd, text) : writeSync(fd, text)));
+    const first = log.record(line(1));
+    expect(() => log.record(line(2))).toThrow();
+    const third = log.record(line(3));
+    expect(third).not.toBe(first); // a new segment
+    expect(log.pending).toBe(2);
+    // Were the process to die now, the next start reads both whole lines and no fragment.
+    expect(new IntentLog(base).recover()).toEqual([line(1), line(3)]);
+    log.done(first);
+    expect(existsSync(`${base}.${first}`)).toBe(false);
+    log.done(third);
+    log.close();
+    expect(files(base)).toEqual([]);
+  });
+
   it('close keeps a segment that still has intents open (the next start recovers them)', () => {
     const base = fresh();
     const log = new IntentLog(base);
-    const mark = log.record(line(1));
+    const a = log.record(line(1));
+    const b = log.record(line(2));
     log.close();
-    log.done(mark); // too late: closed
-    expect(new IntentLog(base).recover()).toEqual([line(1)]);
+    log.done(a);
+    expect(new IntentLog(base).recover()).toEqual([line(1), line(2)]); // b is still open
+    log.done(b); // carried out after all (a stop's late settlement): nothing left to recover
+    expect(new IntentLog(base).recover()).toEqual([]);
   });
 });

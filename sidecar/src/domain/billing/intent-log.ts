@@ -40,23 +40,36 @@ export class IntentLog {
   constructor(
     private readonly base: string,
     private readonly segmentBytes = INTENT_SEGMENT_BYTES,
+    /** The write(2) of one line: bytes written (a test stands in a failing disk). */
+    private readonly write: (fd: number, text: string) => number = writeSync,
   ) {}
 
   /** Appends one line (no newline in it) at once; throws if it could not be written. */
   record(line: string): IntentMark {
-    let s = this.current;
     // Full, so something in it is open (`done` empties a full segment once nothing is).
-    if (s && s.bytes >= this.segmentBytes) {
-      closeSync(s.fd);
-      this.closed.set(s.n, s);
-      s = null;
-    }
-    if (!s) s = this.current = this.begin();
+    if (this.current && this.current.bytes >= this.segmentBytes) this.retire(this.current);
+    const s = this.current ?? (this.current = this.begin());
     const text = `${line}\n`;
-    writeSync(s.fd, text);
-    s.bytes += Buffer.byteLength(text);
+    const bytes = Buffer.byteLength(text);
+    let written = -1;
+    try {
+      written = this.write(s.fd, text);
+    } finally {
+      // A failed or short write (a full disk) may leave a fragment: no later line may follow it.
+      if (written !== bytes) this.retire(s);
+    }
+    if (written !== bytes) throw new Error('intent log: short write');
+    s.bytes += bytes;
     s.open += 1;
     return s.n;
+  }
+
+  /** The current segment takes no more lines: kept while intents in it are open, deleted if none. */
+  private retire(s: Segment): void {
+    closeSync(s.fd);
+    this.current = null;
+    if (s.open > 0) this.closed.set(s.n, s);
+    else unlinkQuietly(s.path);
   }
 
   /** The intent written at `mark` is carried out (or safe elsewhere): its segment may go. */
@@ -103,12 +116,7 @@ export class IntentLog {
 
   /** Closes the open segment; a log with nothing open leaves no file behind. */
   close(): void {
-    const s = this.current;
-    if (s) {
-      closeSync(s.fd);
-      if (s.open === 0) unlinkQuietly(s.path);
-      this.current = null;
-    }
+    if (this.current) this.retire(this.current);
   }
 
   private isOurs(path: string): boolean {
