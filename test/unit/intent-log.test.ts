@@ -2,14 +2,14 @@ import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { INTENT_SEGMENT_BYTES, IntentLog } from '../../sidecar/src/domain/billing/intent-log.js';
+import { INTENT_EMPTY_BYTES, INTENT_SEGMENT_BYTES, IntentLog } from '../../sidecar/src/domain/billing/intent-log.js';
 
 /** The write-ahead log of settlements on their way to the ledger (real files). */
 const root = mkdtempSync(join(tmpdir(), 'intents-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 const fresh = () => join(mkdtempSync(join(root, 'l-')), 'journal.jsonl.intents');
 const files = (base: string) => readdirSync(join(base, '..')).sort();
-const line = (i: number) => JSON.stringify({ op: 'settle', input: { requestId: `req-${i}`, pad: 'x'.repeat(40) } });
+const line = (i: number) => JSON.stringify({ op: 'settle', input: { requestId: `req-${String(i).padStart(4, '0')}`, pad: 'x'.repeat(40) } });
 
 describe('IntentLog', () => {
   it('each line is on disk once record returns, and stays until done', () => {
@@ -82,6 +82,17 @@ describe('IntentLog', () => {
     small.done(c);
     expect(statSync(`${fresh2}.0`).size).toBe(0);
     expect(small.record(line(3))).toBe(0); // the same segment, reused
+  });
+
+  it('with the default sizes the open segment is emptied once it holds 4 KiB and nothing in it is open, and not before', () => {
+    const base = fresh();
+    const log = new IntentLog(base);
+    const size = Buffer.byteLength(`${line(1)}\n`);
+    const fit = Math.ceil(INTENT_EMPTY_BYTES / size); // lines that reach the threshold
+    for (let i = 1; i < fit; i++) log.done(log.record(line(i)));
+    expect(statSync(`${base}.0`).size).toBe((fit - 1) * size);
+    log.done(log.record(line(fit)));
+    expect(statSync(`${base}.0`).size).toBe(0);
   });
 
   it('a mark done twice, or one never handed out, changes nothing', () => {

@@ -5,11 +5,18 @@ import { basename, dirname, join } from 'node:path';
 export type IntentMark = number;
 
 /**
- * A segment grows to this many bytes (about 250 settlements) before it is emptied
- * (nothing open in it) or a new one begins: a restart after a crash replays at most
- * that many settlements already written (idempotent, so only the time is lost).
+ * A segment holds at most this many bytes (about 250 settlements): full, with
+ * intents still open in it, it is closed and a new one begun.
  */
 export const INTENT_SEGMENT_BYTES = 64 * 1024;
+
+/**
+ * The open segment is emptied in place whenever nothing in it is open and it holds
+ * this many bytes (about 20 settlements): one ftruncate(2) per twenty settlements at
+ * most, and a restart after a crash re-sends few that were written already
+ * (harmless: idempotent).
+ */
+export const INTENT_EMPTY_BYTES = 4 * 1024;
 
 interface Segment {
   readonly n: number;
@@ -27,22 +34,25 @@ interface Segment {
  * when the process dies (kill -9, an out-of-memory kill); a power loss can
  * take the last lines, as it can the socket write they stand in for.
  *
- * Segments do not grow without bound: once a segment holds
- * INTENT_SEGMENT_BYTES, it is emptied in place if nothing in it is open, or
- * else closed and a new one begun; a closed segment is deleted when its last
- * intent is done. What a previous life of the process left is read back with
+ * Segments do not grow without bound: the open one is emptied in place when
+ * nothing in it is open and it holds INTENT_EMPTY_BYTES; one that reaches
+ * INTENT_SEGMENT_BYTES with intents open is closed and a new one begun; a
+ * closed segment is deleted when its last intent is done. What a previous life of the process left is read back with
  * `recover` (before the first `record`), then `forget` deletes it.
  */
 export class IntentLog {
   private current: Segment | null = null;
   private readonly closed = new Map<number, Segment>();
+  private readonly emptyBytes: number;
 
   constructor(
     private readonly base: string,
     private readonly segmentBytes = INTENT_SEGMENT_BYTES,
     /** The write(2) of one line: bytes written (a test stands in a failing disk). */
     private readonly write: (fd: number, text: string) => number = writeSync,
-  ) {}
+  ) {
+    this.emptyBytes = Math.min(INTENT_EMPTY_BYTES, segmentBytes);
+  }
 
   /** Appends one line (no newline in it) at once; throws if it could not be written. */
   record(line: string): IntentMark {
@@ -79,7 +89,7 @@ export class IntentLog {
     s.open -= 1;
     if (s.open > 0) return;
     if (s === this.current) {
-      if (s.bytes >= this.segmentBytes) this.empty(s);
+      if (s.bytes >= this.emptyBytes) this.empty(s);
     } else {
       this.closed.delete(s.n);
       unlinkQuietly(s.path);
