@@ -55,7 +55,7 @@ export class SettlementJournal {
       if (input) ops.push({ op: 'settle', input });
       else unreadable += 1;
     }
-    if (ops.length) appendFileSync(this.path, ops.map((op) => `${JSON.stringify(op)}\n`).join(''), { mode: 0o600 });
+    if (ops.length) this.append(...ops);
     this.intents.forget();
     return { adopted: ops.length, unreadable };
   }
@@ -65,8 +65,9 @@ export class SettlementJournal {
     this.intents.close();
   }
 
-  append(op: PendingOp): void {
-    appendFileSync(this.path, `${JSON.stringify(op)}\n`, { mode: 0o600 });
+  /** Appends operations in one write, one line each. */
+  append(...ops: PendingOp[]): void {
+    appendFileSync(this.path, lines(ops), { mode: 0o600 });
   }
 
   pending(): PendingOp[] {
@@ -86,7 +87,7 @@ export class SettlementJournal {
   /** Replaces the journal with what is still pending (atomic rename). */
   rewrite(remaining: readonly PendingOp[]): void {
     const tmp = `${this.path}.tmp`;
-    writeFileSync(tmp, remaining.map((op) => `${JSON.stringify(op)}\n`).join(''), { mode: 0o600 });
+    writeFileSync(tmp, lines(remaining), { mode: 0o600 });
     renameSync(tmp, this.path);
   }
 }
@@ -98,4 +99,9 @@ function priced(facts: SettlementFacts | null): SettleInput | null {
   } catch {
     return null;
   }
+}
+
+/** The journal's format: one JSON line per operation. */
+function lines(ops: readonly PendingOp[]): string {
+  return ops.map((op) => `${JSON.stringify(op)}\n`).join('');
 }
