@@ -19,7 +19,9 @@
  */
 import type { ServerDuplexStream, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import { startGrpcServer } from '../../sidecar/src/adapters/grpc-server.js';
-import type { AuthorizationServer, CheckRequest, CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
+import type { CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
+import type { AuthorizationHandler } from '../../sidecar/src/adapters/envoy/authz-service.js';
+import type { CheckInput } from '../../sidecar/src/adapters/envoy/check-request-decode.js';
 import type { ExternalProcessorServer, ProcessingRequest, ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 import { plainHeader, rawHeader } from '../../sidecar/src/adapters/envoy/headers.js';
 
@@ -40,14 +42,13 @@ const ACCESS_LOG = { gateway: { outcome: 'ok', alias: 'svc-core', prompt_tokens:
 /** Provider response headers the gateway keeps (exchange.ts); the rest are removed. */
 const RESPONSE_KEPT = new Set([':status', 'content-type', 'content-length', 'date', 'cache-control', 'transfer-encoding', 'vary', 'connection']);
 
-function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationServer {
+function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationHandler {
   const auth = plainHeader('authorization', `Bearer ${upstreamKey}`);
   return {
-    check(call: ServerUnaryCall<CheckRequest, CheckResponse>, cb: sendUnaryData<CheckResponse>) {
-      const http = call.request.attributes?.request?.http;
-      const body = http?.rawBody ?? Buffer.alloc(0);
-      const stream = STREAM_FLAG.test(Buffer.from(body).toString('latin1'));
-      const names = SHAPES ? Object.keys(http?.headers ?? {}).concat((http?.headerMap?.headers ?? []).map((h) => h.key)) : [];
+    check(call: ServerUnaryCall<CheckInput, CheckResponse>, cb: sendUnaryData<CheckResponse>) {
+      const body = call.request.body ?? Buffer.alloc(0);
+      const stream = STREAM_FLAG.test(body.toString('latin1'));
+      const names = SHAPES ? call.request.headers.names : [];
       cb(null, {
         status: { code: 0, message: '', details: [] },
         okResponse: {

@@ -45,6 +45,28 @@ describe('decodeProcessingRequest', () => {
     );
   });
 
+  it('decodes any metadata and attributes of a request-phase message as the generated decoder does', () => {
+    const structOf = fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 6 });
+    fc.assert(
+      fc.property(
+        fc.constantFrom('requestHeaders', 'requestBody', 'requestTrailers'),
+        fc.dictionary(fc.string({ maxLength: 12 }), structOf, { maxKeys: 3 }),
+        fc.dictionary(fc.string({ maxLength: 12 }), structOf, { maxKeys: 2 }),
+        fc.boolean(),
+        (phase: Phase, filterMetadata, attrs, typed) => {
+          const msg = {
+            ...message(phase, Buffer.from('{}'), true, { metadata: false, attributes: false }),
+            metadataContext: { filterMetadata, typedFilterMetadata: typed ? { t: { typeUrl: 'type.googleapis.com/x.Y', value: Buffer.from([1, 2]) } } : {} },
+            attributes: attrs,
+          } as ProcessingRequest;
+          const bytes = ProcessingRequest.encode(msg).finish();
+          expect(decodeProcessingRequest(bytes)).toEqual(ProcessingRequest.decode(bytes));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it('keeps the request-phase metadata the exchange starts from', () => {
     const bytes = ProcessingRequest.encode(message('requestBody', Buffer.from('{}'), true, { metadata: true, attributes: true })).finish();
     const got = decodeProcessingRequest(bytes);

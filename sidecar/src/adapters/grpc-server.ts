@@ -1,12 +1,14 @@
 import { lstatSync, unlinkSync } from 'node:fs';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { AuthorizationService, CheckResponse, type AuthorizationServer } from '../generated/envoy/service/auth/v3/external_auth.js';
+import { AuthorizationService, CheckResponse } from '../generated/envoy/service/auth/v3/external_auth.js';
 import {
   ExternalProcessorService,
   ProcessingResponse,
   type ExternalProcessorServer,
 } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { decodeProcessingRequest } from './envoy/processing-request-decode.js';
+import { decodeCheckRequest } from './envoy/check-request-decode.js';
+import type { AuthorizationHandler } from './envoy/authz-service.js';
 import { reusedWriterSerializer } from './grpc-codec.js';
 
 /** The generated ext_proc service with the response-phase decoder (processing-request-decode.ts) and the reused writer (grpc-codec.ts). */
@@ -18,15 +20,19 @@ const ExternalProcessorLean = {
   },
 } as const;
 
-/** The generated ext_authz service with the reused writer. */
+/** The generated ext_authz service with the lean request decoder (check-request-decode.ts) and the reused writer. */
 const AuthorizationLean = {
-  check: { ...AuthorizationService.check, responseSerialize: reusedWriterSerializer(CheckResponse.encode) },
+  check: {
+    ...AuthorizationService.check,
+    requestDeserialize: (value: Buffer) => decodeCheckRequest(value),
+    responseSerialize: reusedWriterSerializer(CheckResponse.encode),
+  },
 } as const;
 
 /** Serves ext_authz and ext_proc on one gRPC server ("unix:/path" or "host:port"). */
 export async function startGrpcServer(
   address: string,
-  services: { authz: AuthorizationServer; extProc: ExternalProcessorServer },
+  services: { authz: AuthorizationHandler; extProc: ExternalProcessorServer },
 ): Promise<{ port: number; close: () => Promise<void> }> {
   const server = new Server({
     'grpc.max_receive_message_length': 64 * 1024 * 1024,

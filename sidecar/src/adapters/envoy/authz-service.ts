@@ -4,9 +4,9 @@ import type { Gate } from '../../domain/gate.js';
 import type { Principal } from '../../domain/auth/principal.js';
 import { envelope, Errors, gatewayError, type GatewayError } from '../../domain/errors.js';
 import type { Lifecycle } from '../../domain/lifecycle.js';
-import type { AuthorizationServer, CheckRequest, CheckResponse } from '../../generated/envoy/service/auth/v3/external_auth.js';
-import type { Address } from '../../generated/envoy/config/core/v3/address.js';
-import { checkRequestHeaders, plainHeader } from './headers.js';
+import type { CheckResponse } from '../../generated/envoy/service/auth/v3/external_auth.js';
+import type { CheckInput } from './check-request-decode.js';
+import { plainHeader } from './headers.js';
 import { pathOnly } from '../../domain/auth/routes.js';
 
 /** Namespace Envoy stores ext_authz dynamic metadata under (forwarded to ext_proc). */
@@ -24,11 +24,6 @@ const PRINCIPAL_FIELDS = ['tenant_id', 'subject_id', 'auth_method', 'scopes', 'k
 /** Identity headers the gateway sets for the account service; client copies are stripped by Envoy first. */
 export function identityHeaderNames(brand: string): string[] {
   return PRINCIPAL_FIELDS.map((f) => `x-${brand}-${f.replace(/_/g, '-')}`);
-}
-
-export function peerAddress(address: Address | undefined): string | null {
-  const a = address?.socketAddress?.address;
-  return a ? a : null;
 }
 
 /** The hold ↔ dynamic metadata: its amount, whether it came out of a credit lease, the lease it is committed in. */
@@ -106,8 +101,13 @@ function clientHeaderSize(names: readonly string[], get: (n: string) => string |
   return { headerCount: own.length, headerBytes };
 }
 
+/** ext_authz's Check, served with the lean CheckRequest decoder (check-request-decode.ts). */
+export interface AuthorizationHandler {
+  check(call: ServerUnaryCall<CheckInput, CheckResponse>, callback: sendUnaryData<CheckResponse>): void;
+}
+
 /** The ext_authz adapter: Envoy's CheckRequest in, the gate's decision out. */
-export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer {
+export function createAuthorizationService(deps: AuthzDeps): AuthorizationHandler {
   const identity = identityHeaderNames(deps.brand);
   const flowHeader = flowHeaderName(deps.brand);
   // To the provider: its own key, the flow for route selection, no client credentials or identity.
@@ -124,26 +124,23 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationServer
   const notForProvider = (names: readonly string[]) =>
     names.filter((n) => !n.startsWith(':') && n !== 'host' && !PROVIDER_HEADERS.has(n) && !setForProvider.has(n));
   return {
-    check(call: ServerUnaryCall<CheckRequest, CheckResponse>, callback: sendUnaryData<CheckResponse>) {
-      const attrs = call.request.attributes;
-      const http = attrs?.request?.http;
-      const headers = checkRequestHeaders(http);
+    check(call, callback) {
+      const { headers, body } = call.request;
       const requestId = headers.get('x-request-id') ?? '';
       const t0 = performance.now();
-      const body = http?.rawBody && http.rawBody.length ? http.rawBody : http?.body ? Buffer.from(http.body) : null;
       if (deps.lifecycle?.draining) {
-        deps.observe?.(performance.now() - t0, http?.path ?? '', Errors.restarting);
-        deps.log.info({ request_id: requestId, path: pathOnly(http?.path ?? ''), status: Errors.restarting.status, code: Errors.restarting.code }, 'request refused: stopping');
+        deps.observe?.(performance.now() - t0, call.request.path, Errors.restarting);
+        deps.log.info({ request_id: requestId, path: pathOnly(call.request.path), status: Errors.restarting.status, code: Errors.restarting.code }, 'request refused: stopping');
         callback(null, denied(gatewayError(Errors.restarting), requestId));
         return;
       }
       const keyCheckOnly = call.metadata.get(AUTHZ_PHASE_HEADER)[0] === 'key';
       const req = {
-        path: http?.path ?? '',
-        method: http?.method || (headers.get(':method') ?? ''),
+        path: call.request.path,
+        method: call.request.method || (headers.get(':method') ?? ''),
         header: (n: string) => headers.get(n),
-        ...clientHeaderSize(headers.names, headers.get),
-        peer: peerAddress(attrs?.source?.address),
+        ...clientHeaderSize(headers.names, (n) => headers.get(n)),
+        peer: call.request.peer,
         body,
         requestId,
       };

@@ -1,5 +1,4 @@
 import type { HeaderMap, HeaderValueOption } from '../../generated/envoy/config/core/v3/base.js';
-import type { AttributeContext_HttpRequest } from '../../generated/envoy/service/auth/v3/attribute_context.js';
 import type { HeaderMutation } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
 import type { HeaderEdit } from '../../domain/exchange.js';
 
@@ -29,17 +28,4 @@ export function toHeaderMutation(edit: HeaderEdit | undefined): HeaderMutation |
   const setHeaders = Object.entries(edit.set).map(([k, v]) => rawHeader(k, v));
   if (!setHeaders.length && !edit.remove.length) return undefined;
   return { setHeaders, removeHeaders: [...edit.remove] };
-}
-
-/**
- * The request headers of an ext_authz CheckRequest: from header_map (encode_raw_headers,
- * duplicates kept, so `names` counts every header the client sent) or the joined map.
- */
-export function checkRequestHeaders(http: AttributeContext_HttpRequest | undefined): { get(name: string): string | undefined; names: string[] } {
-  if (http?.headerMap?.headers.length) {
-    const joined = headerMapToRecord(http.headerMap);
-    return { get: (n) => joined.get(n), names: http.headerMap.headers.map((h) => h.key) };
-  }
-  const map = http?.headers ?? {};
-  return { get: (n) => map[n], names: Object.keys(map) };
 }
