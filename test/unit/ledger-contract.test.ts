@@ -12,7 +12,9 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Socket } from 'node:net';
+import { Writable } from 'node:stream';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NotReplicatedError, StoreUnavailableError } from '../../sidecar/src/store/contract.js';
 import {
   type Ledger,
@@ -473,6 +475,21 @@ export function describeLedgerContract(
       expect(await snapshot(ledger)).toEqual(before);
       expect(await ledger.release(T, a)).toBe(false);
       expect(await snapshot(ledger)).toEqual(before);
+    });
+
+    it('together: settlements issued inside it each get their own outcome, a replay among them included', async () => {
+      await grant(ledger, 1_000);
+      const ids = [rid(), rid(), rid()];
+      for (const id of ids) await ledger.reserve(reserveInput(id, { amount: 200 }));
+      const outcomes: Promise<SettleOutcome>[] = [];
+      const issue = () => {
+        for (const id of ids) outcomes.push(ledger.settle(settleInput(id, 100)));
+        outcomes.push(ledger.settle(settleInput(ids[0]!, 150)));
+      };
+      if (ledger.together) ledger.together(issue);
+      else issue();
+      expect(await Promise.all(outcomes)).toStrictEqual([settled(true, 100, 0), settled(true, 100, 0), settled(true, 100, 0), settled(false, 100, 0)]);
+      expect(await ledger.account(T, PERIOD)).toMatchObject({ balance: 700, held: 0, spent: 300 });
     });
 
     it('takes at most the hold; the rest is uncovered', async () => {
@@ -1741,6 +1758,34 @@ describe('redis', () => {
 
   describeLedgerContract('redis', () => createRedisLedger({ url: server.url, prefix: uniquePrefix() }), {
     propertyRuns: 30,
+  });
+
+  it('together holds the commands it issues in the socket and sends them in one write when it returns', async () => {
+    const ledger = createRedisLedger({ url: server.url, prefix: uniquePrefix() });
+    // What each uncork finds: the socket still corked once, with the commands buffered in it.
+    const seen: Array<{ corked: number; buffered: number }> = [];
+    const uncork = vi.spyOn(Socket.prototype, 'uncork').mockImplementation(function (this: Socket) {
+      seen.push({ corked: this.writableCorked, buffered: this.writableLength });
+      Writable.prototype.uncork.call(this);
+    });
+    try {
+      await ledger.account(T, PERIOD); // connected
+      const a = rid();
+      const b = rid();
+      let pending: Promise<unknown>[] = [];
+      ledger.together!(() => {
+        pending = [ledger.settle(settleInput(a, 0)), ledger.settle(settleInput(b, 0)), ledger.account(T, PERIOD)];
+      });
+      expect(seen).toHaveLength(1);
+      expect(seen[0]!.corked).toBe(1);
+      expect(seen[0]!.buffered).toBeGreaterThan(0);
+      const [sa, sb, account] = await Promise.all(pending);
+      expect([sa, sb]).toStrictEqual([settled(true, 0, 0), settled(true, 0, 0)]);
+      expect(account).toMatchObject({ held: 0 });
+    } finally {
+      uncork.mockRestore();
+      await ledger.close();
+    }
   });
 
   describe('retention and the hold index', () => {

@@ -251,6 +251,13 @@ export interface Ledger {
    * settlement may run after it. Absent: a shared store (Redis), written first.
    */
   readonly inProcess?: boolean;
+  /**
+   * Runs `run` (synchronously) and sends the store commands it issues
+   * together when it returns: one write to the store instead of one per
+   * command. Each command behaves exactly as outside (its own reply, error and
+   * timeout). Absent: nothing to gain (the in-memory store).
+   */
+  together?(run: () => void): void;
   reserve(input: ReserveInput): Promise<ReserveOutcome>;
   /** Opens a credit lease or adds to an open one (see LeaseInput). Idempotent only in effect: a lease never holds more than its grants. */
   extendLease(input: LeaseInput): Promise<LeaseOutcome>;

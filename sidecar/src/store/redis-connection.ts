@@ -203,3 +203,28 @@ export function connectRedis(
     },
   };
 }
+
+/**
+ * Runs `run` with the sockets of these clients corked: the commands it
+ * issues are buffered by Node and leave in one write per socket when it
+ * returns (uncork), instead of one system call each. On a Cluster, every
+ * node connection the client holds is corked. A socket not connected is
+ * left alone (its commands wait in ioredis's own queue).
+ */
+export function corked(clients: readonly RedisClient[], run: () => void): void {
+  const streams: NodeJS.WritableStream[] = [];
+  for (const c of clients) {
+    for (const node of c instanceof Cluster ? c.nodes('all') : [c]) {
+      const stream = (node as unknown as { stream?: import('node:net').Socket }).stream;
+      if (stream && stream.writable && !streams.includes(stream)) {
+        stream.cork();
+        streams.push(stream);
+      }
+    }
+  }
+  try {
+    run();
+  } finally {
+    for (const s of streams) (s as import('node:net').Socket).uncork();
+  }
+}

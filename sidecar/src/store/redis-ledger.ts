@@ -52,7 +52,7 @@ import {
 } from './ledger-contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
 import { NotReplicatedError, StoreUnavailableError } from './contract.js';
-import { type RedisClient, type RedisTarget, connectRedis, pingEvery, refreshRouting, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
+import { type RedisClient, type RedisTarget, connectRedis, corked, pingEvery, refreshRouting, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
 import { checkAdjust, checkLease, checkListing, checkMove, checkRenew, checkReserve, checkSettle, daysBetween, instant, nonEmpty, nonNegativeInteger } from './ledger-input.js';
 
 const RESERVE = `
@@ -514,7 +514,13 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
     reason: f.type === 'grant' || f.type === 'deduct' ? (f.reason ?? '') : null,
   });
 
+  const writers = waiting === main ? [client] : [client, waiting.client];
+
   return {
+    together(run: () => void): void {
+      corked(writers, run);
+    },
+
     async reserve(raw: ReserveInput): Promise<ReserveOutcome> {
       const input = checkReserve(raw);
       const t = input.tenantId;

@@ -1,3 +1,4 @@
+import { AfterTurn } from './after-turn.js';
 import type { Config, Price } from '../../config/schema.js';
 import { NotReplicatedError, StoreUnavailableError } from '../../store/contract.js';
 import type { LeaseCommitment, Ledger, MoveOutcome, ReserveOutcome, SettleInput } from '../../store/ledger-contract.js';
@@ -47,9 +48,6 @@ export interface LeasePeers {
 }
 
 const NO_PEERS: LeasePeers = { recall: async () => {} };
-
-/** Resolves after the current turn of the event loop, once the answers it wrote have left. */
-const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 
 /** How long a refused admission waits for other instances to give their leases back before it asks again. */
 const RECALL_WAIT_MS = 50;
@@ -102,6 +100,8 @@ export class Billing {
   private readonly confirming = new Map<string, Promise<GatewayError | null>>();
   /** Credit set aside per busy tenant, admitted against without a store round trip (billing.creditLease). */
   private readonly leases: CreditLeases;
+  /** Settlements due once the answer that finished them has left, started together. */
+  private readonly afterTurn: AfterTurn;
 
   constructor(
     private readonly ledger: Ledger,
@@ -114,6 +114,7 @@ export class Billing {
     private readonly peers: LeasePeers = NO_PEERS,
   ) {
     this.prices = cfg.prices;
+    this.afterTurn = new AfterTurn(ledger.together ? (run) => ledger.together!(run) : undefined);
     this.leases = new CreditLeases(
       ledger,
       () => ({ lease: this.cfg.creditLease, creditCheck: this.cfg.creditCheck, holdTtlSeconds: this.cfg.holdTtlSeconds, holdLeaseSeconds: this.cfg.holdLeaseSeconds }),
@@ -403,7 +404,7 @@ export class Billing {
    */
   finish(f: Finished): Promise<void> {
     this.confirming.delete(f.requestId);
-    const settling = this.ledger.inProcess ? nextTurn().then(() => this.settleOrRelease(f)) : this.settleOrRelease(f);
+    const settling = this.ledger.inProcess ? this.afterTurn.run(() => this.settleOrRelease(f)) : this.settleOrRelease(f);
     const done = settling.finally(() => {
       this.live.delete(f.requestId);
       this.finishing.delete(done);
@@ -482,15 +483,17 @@ export class Billing {
     }
     // Recorded first (a shared store), written to the store once the answer has left.
     const mark = this.ledger.inProcess ? null : this.intend(facts);
-    if (mark !== null) await nextTurn();
-    let input: SettleInput;
-    try {
-      input = settleInputOf(facts);
-    } catch (err) {
-      if (mark !== null) this.journal.carriedOut(mark);
-      return unsettleable(err);
-    }
-    if ((await this.apply({ op: 'settle', input })) && mark !== null) this.journal.carriedOut(mark);
+    const settle = async (): Promise<void> => {
+      let input: SettleInput;
+      try {
+        input = settleInputOf(facts);
+      } catch (err) {
+        if (mark !== null) this.journal.carriedOut(mark);
+        return unsettleable(err);
+      }
+      if ((await this.apply({ op: 'settle', input })) && mark !== null) this.journal.carriedOut(mark);
+    };
+    return mark === null ? settle() : this.afterTurn.run(settle);
   }
 
   /** The settlement recorded before its answer leaves; null when it could not be (it is then written to the store at once). */
