@@ -52,6 +52,15 @@ const normal = sse(
 );
 
 describe('ChatStreamRewriter', () => {
+  it('a provider that changes its members before choices mid-stream (created, id) is followed: each chunk is read for itself', () => {
+    const later = { ...base, id: 'chatcmpl-other', created: 1_700_000_009 };
+    const { out } = run(sse(delta({ content: 'a' }), delta({ content: 'b' }), { ...later, choices: [{ index: 0, delta: { content: 'c' }, finish_reason: null }] }, { ...later, choices: [{ index: 0, delta: { content: 'd', reasoning_content: 'hidden' }, finish_reason: 'stop' }] }, '[DONE]'));
+    const chunks = out.filter((e) => e !== '[DONE]') as Array<{ created: number; choices: Array<{ delta: Record<string, unknown> }> }>;
+    expect(chunks.map((c) => c.created)).toEqual([1_700_000_000, 1_700_000_000, 1_700_000_009, 1_700_000_009, 1_700_000_009]);
+    expect(chunks.slice(0, 4).map((c) => c.choices[0]!.delta)).toEqual([{ content: 'a' }, { content: 'b' }, { content: 'c' }, { content: 'd' }]);
+    expect(JSON.stringify(out)).not.toContain('hidden');
+  });
+
   it('every chunk has the chunk object, the alias and the request id', () => {
     const { out } = run(normal);
     const chunks = out.filter((e) => e !== '[DONE]') as Record<string, unknown>[];

@@ -199,3 +199,68 @@ describe('scanDeltaChunk on corrupted chunks', () => {
     expect(answered).toBeGreaterThan(1000);
   });
 });
+
+/**
+ * A known prefix (the members before `choices` of a chunk scanned whole) only
+ * saves work: for any next chunk, scanning with it gives exactly what a whole
+ * scan gives, whether the chunk really shares the prefix, shares it and is
+ * corrupted after it, or is another kind of chunk altogether.
+ */
+describe('scanDeltaChunk with a known prefix', () => {
+  const edit = fc.record({
+    at: fc.nat(),
+    op: fc.constantFrom('insert', 'delete', 'replace', 'none'),
+    ch: fc.constantFrom('{', '}', '[', ']', '"', ',', ':', ' ', '\\', '\n', '\u0001', '0', 'e', 'x', 'reasoning', '"error"', '"usage":{}', '"choices":[]'),
+  });
+  const corrupt = (good: string, { at, op, ch }: { at: number; op: string; ch: string }) => {
+    const i = at % (good.length + 1);
+    if (op === 'none') return good;
+    return op === 'insert' ? good.slice(0, i) + ch + good.slice(i) : good.slice(0, i) + (op === 'replace' ? ch : '') + good.slice(i + 1);
+  };
+  /** The next chunk: the first's members before `choices` (same text, spaced the same), new choices and trailing members, then maybe one edit. */
+  const next = fc.record({ choices: deltaChunk.map((c) => c.choices), usage: fc.constantFrom(undefined, null, { prompt_tokens: 1 }), created: fc.option(fc.nat({ max: 99 }), { nil: undefined }) });
+
+  it('gives the same answer as a whole scan', () => {
+    let reused = 0;
+    fc.assert(
+      fc.property(deltaChunk, next, edit, fc.boolean(), (first, second, e, spaced) => {
+        const show = (v: unknown) => (spaced ? JSON.stringify(v, null, 1).replace(/\n/g, '') : JSON.stringify(v));
+        const firstText = show(first);
+        const scanned = scanDeltaChunk(firstText);
+        expect(scanned).not.toBeNull();
+        const known = scanned!.prefix;
+        expect(firstText.startsWith(known.text)).toBe(true);
+        // The second chunk: the first's own text up to its choices, then the new choices and members.
+        const tail = show({ choices: second.choices, ...(second.usage === undefined ? {} : { usage: second.usage }), ...(second.created === undefined ? {} : { created: second.created }) });
+        const afterChoicesKey = tail.slice(tail.indexOf('[')); // the new choices value and what follows it
+        const text = corrupt(known.text + afterChoicesKey, e);
+        const whole = scanDeltaChunk(text);
+        const withPrefix = scanDeltaChunk(text, known);
+        if (text.startsWith(known.text) && whole !== null) reused++;
+        if (whole === null) expect(withPrefix).toBeNull();
+        else {
+          expect(withPrefix).not.toBeNull();
+          const { prefix: _a, ...a } = whole;
+          const { prefix: _b, ...b } = withPrefix!;
+          expect(b).toEqual(a);
+        }
+      }),
+      { numRuns: 3000 },
+    );
+    expect(reused).toBeGreaterThan(300);
+  });
+
+  it('is kept for the stream: the prefix a reused scan returns is the one it was given', () => {
+    const a = JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 7, model: 'm', choices: [{ index: 0, delta: { content: 'a' } }] });
+    const b = a.replace('"a"', '"bb"');
+    const first = scanDeltaChunk(a)!;
+    expect(first.prefix.text).toBe(a.slice(0, a.indexOf('[')));
+    expect(first.prefix.created).toBe(7);
+    const second = scanDeltaChunk(b, first.prefix)!;
+    expect(second.prefix).toBe(first.prefix);
+    expect(second).toMatchObject({ created: 7, contentChars: 2, choices: '[{"index":0,"delta":{"content":"bb"}}]' });
+    // A chunk that does not start with the prefix is scanned whole and gives its own.
+    const other = scanDeltaChunk(JSON.stringify({ id: 'c2', choices: [{ index: 0, delta: {} }] }), first.prefix)!;
+    expect(other.prefix.text).toBe('{"id":"c2","choices":');
+  });
+});

@@ -5,7 +5,7 @@ import type { InferenceContext } from '../request-context.js';
 import { svcBlock } from '../svc-block.js';
 import { estimatedUsage, readUsage, usageJson, type Usage } from '../usage.js';
 import { SseFramer, type SseEvent } from './framer.js';
-import { scanDeltaChunk, type ChunkSpans } from './chunk-scan.js';
+import { scanDeltaChunk, type ChunkPrefix, type ChunkSpans } from './chunk-scan.js';
 
 const DONE = Buffer.from('data: [DONE]\n\n');
 
@@ -31,6 +31,8 @@ export class ChatStreamRewriter {
   private finished = false;
   private readonly chunkHead: string;
   private readonly aliasJson: string;
+  /** The provider's members before `choices`, as its last plain chunk had them (checked once per stream, not per chunk). */
+  private prefix: ChunkPrefix | null = null;
 
   constructor(
     private readonly ctx: InferenceContext,
@@ -98,8 +100,9 @@ export class ChatStreamRewriter {
         out += this.finalChunk() + 'data: [DONE]\n\n';
         continue;
       }
-      const fast = scanDeltaChunk(ev.data);
+      const fast = scanDeltaChunk(ev.data, this.prefix);
       if (fast) {
+        this.prefix = fast.prefix;
         out += this.spliceChunk(fast);
         continue;
       }

@@ -27,6 +27,21 @@ export interface ChunkSpans {
   readonly contentChars: number;
   /** A choice carries a finish_reason string (not null): the answer is complete. */
   readonly finished: boolean;
+  /** This chunk's members before its `choices`, for the next chunk of the stream (see ChunkPrefix). */
+  readonly prefix: ChunkPrefix;
+}
+
+/**
+ * The text of a chunk up to the value of its (last) `choices`, after the chunk
+ * was scanned whole and found plain, with the `created` it carried there. A
+ * provider writes the same members before `choices` in every chunk of a
+ * stream (id, object, created, model, system fingerprint), so a later chunk
+ * that starts with exactly these characters has them checked already: only
+ * what follows is scanned, with the same result a whole scan would give.
+ */
+export interface ChunkPrefix {
+  readonly text: string;
+  readonly created: number | null;
 }
 
 /** Top-level members a plain delta chunk may carry; their values are dropped or replaced. */
@@ -48,6 +63,8 @@ const COMMA = 44;
  * that does not start a valid escape (a run of them is read pair by pair).
  */
 const NOT_PLAIN = /reasoning|"error"|[\x00-\x1f]|(?<!\\)(?:\\\\)*\\(?!["\\/bfnrt]|u[0-9a-fA-F]{4})/;
+/** The same, searched from `lastIndex` (what follows a known prefix; its lookbehind still sees the prefix). */
+const NOT_PLAIN_FROM = new RegExp(NOT_PLAIN.source, 'g');
 
 /** A JSON number, exactly (sticky: tried where a value starts). */
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
@@ -255,36 +272,77 @@ function scanDelta(s: string, i: number, out: ChoicesScan): number {
 
 const scratch: ChoicesScan = { end: -1, contentChars: 0, finished: false };
 
-export function scanDeltaChunk(data: string): ChunkSpans | null {
+/** What the walk over a chunk's top-level members found so far. */
+interface TopScan {
+  choicesAt: number;
+  choicesEnd: number;
+  contentChars: number;
+  finished: boolean;
+  created: number | null;
+  /** `created` as it stood where the last `choices` began (what a prefix ending there carries). */
+  createdAtChoices: number | null;
+}
+
+const top: TopScan = { choicesAt: -1, choicesEnd: -1, contentChars: 0, finished: false, created: null, createdAtChoices: null };
+
+/** Reads `choices` at `v` into `top`; the index just past it, or -1. */
+function takeChoices(data: string, v: number): number {
+  scratch.contentChars = 0;
+  scratch.finished = false;
+  scanChoices(data, v, scratch);
+  top.choicesAt = v;
+  top.choicesEnd = scratch.end;
+  top.contentChars = scratch.contentChars;
+  top.finished = scratch.finished;
+  top.createdAtChoices = top.created;
+  return scratch.end;
+}
+
+/** Walks the rest of the top-level members into `top`; false when one is not plain. */
+function walkMembers(data: string, members: Members): boolean {
+  while (members.next()) {
+    const { keyStart: ks, keyEnd: ke, valueStart: v } = members;
+    if (!keyIn(data, ks, ke, DROPPED)) return false;
+    let end: number;
+    if (keyIs(data, ks, ke, 'choices')) end = takeChoices(data, v);
+    else {
+      end = checkedValue(data, v);
+      if (keyIs(data, ks, ke, 'usage') && !(end - v === 4 && data.startsWith('null', v))) return false;
+      if (keyIs(data, ks, ke, 'created') && (top.created = plainInteger(data, v, end)) === null) return false;
+    }
+    if (!members.endValue(end)) return false;
+  }
+  return members.end >= 0 && skipWs(data, members.end) === data.length && top.choicesAt >= 0;
+}
+
+/**
+ * The spans of a plain delta chunk, or null. With the prefix of an earlier
+ * chunk of the same stream that this one starts with, only the rest is
+ * scanned (see ChunkPrefix).
+ */
+export function scanDeltaChunk(data: string, known: ChunkPrefix | null = null): ChunkSpans | null {
+  if (known !== null && data.length > known.text.length && data.startsWith(known.text)) return scanAfter(data, known);
   // Anything that needs the full treatment is sent there (usage, checked below, too).
   if (NOT_PLAIN.test(data)) return null;
-  let choicesAt = -1;
-  let choicesEnd = -1;
-  let contentChars = 0;
-  let finished = false;
-  let created: number | null = null;
-  const top = new Members(data, skipWs(data, 0));
-  while (top.next()) {
-    const { keyStart: ks, keyEnd: ke, valueStart: v } = top;
-    if (!keyIn(data, ks, ke, DROPPED)) return null;
-    let end: number;
-    if (keyIs(data, ks, ke, 'choices')) {
-      scratch.contentChars = 0;
-      scratch.finished = false;
-      scanChoices(data, v, scratch);
-      end = choicesEnd = scratch.end;
-      choicesAt = v;
-      contentChars = scratch.contentChars;
-      finished = scratch.finished;
-    } else {
-      end = checkedValue(data, v);
-      if (keyIs(data, ks, ke, 'usage') && !(end - v === 4 && data.startsWith('null', v))) return null;
-      if (keyIs(data, ks, ke, 'created') && (created = plainInteger(data, v, end)) === null) return null;
-    }
-    if (!top.endValue(end)) return null;
-  }
-  if (top.end < 0 || skipWs(data, top.end) !== data.length || choicesAt < 0) return null;
-  return { choices: data.slice(choicesAt, choicesEnd), created, contentChars, finished };
+  top.choicesAt = -1;
+  top.created = null;
+  if (!walkMembers(data, new Members(data, skipWs(data, 0)))) return null;
+  return spans(data, { text: data.slice(0, top.choicesAt), created: top.createdAtChoices });
+}
+
+/** A chunk that starts with a known prefix: its `choices` value begins where the prefix ends. */
+function scanAfter(data: string, known: ChunkPrefix): ChunkSpans | null {
+  const at = known.text.length;
+  NOT_PLAIN_FROM.lastIndex = at;
+  if (NOT_PLAIN_FROM.test(data)) return null;
+  top.created = known.created;
+  const rest = new Members(data, -1);
+  if (!rest.endValue(takeChoices(data, at)) || !walkMembers(data, rest)) return null;
+  return spans(data, known);
+}
+
+function spans(data: string, prefix: ChunkPrefix): ChunkSpans {
+  return { choices: data.slice(top.choicesAt, top.choicesEnd), created: top.created, contentChars: top.contentChars, finished: top.finished, prefix };
 }
 
 /** The digits s[from, to) as a number (1 to 12 of them, nothing else), or null. */
