@@ -6,8 +6,8 @@ import { Wire, ld } from './wire.js';
  * client's address. The generated decoder builds every field of the message
  * (destination, timestamps, TLS session, metadata) and one object and one
  * copied Buffer per header, which the adapter then joined into a map again:
- * 7.7 µs of a 16-header chat's 7.9 µs decode went to the header map alone
- * (`.run`-style micro, Node 22; see docs/benchmark.md, session 16).
+ * 6.5 µs of a 16-header chat's 7.8 µs decode went to the header map alone,
+ * and 1.9 µs more to the join (warm, Node 22; docs/benchmark.md, session 16).
  *
  * For a well-formed message, everything read comes out as from
  * CheckRequest.decode (a repeated field the last wins; a repeated message

@@ -47,4 +47,3 @@ export class Wire {
 
 /** A length-delimited field's tag. */
 export const ld = (fieldNo: number): number => (fieldNo << 3) | WireType.LengthDelimited;
-
