@@ -9,6 +9,10 @@
  * headers; LiteLLM with one model in its config, no master key, no
  * database).
  *
+ * The floor (the gateway's own Envoy configuration on a sidecar that does
+ * nothing, test/bench/null-sidecar.ts) shows what the architecture costs
+ * before any gateway code runs.
+ *
  * Per target, interleaved in rounds (the order rotates each round): JSON
  * chat at one connection (p50 and p99 added over the provider), JSON chat at
  * 16 connections (req/s, autocannon), a 32-token stream at one connection
@@ -196,10 +200,12 @@ async function main(): Promise<number> {
     const credit = t.variant('credit');
     const provider = { url: `${t.simulatorUrl}/v1/chat/completions`, headers: { authorization: `Bearer ${t.upstreamKey}` } };
     const bare = { url: `${t.bareUrl}/v1/chat/completions`, headers: { authorization: `Bearer ${t.upstreamKey}` } };
+    const floor = { url: `${t.floorUrl}/v1/chat/completions`, headers: { authorization: `Bearer ${t.upstreamKey}` } };
     const ours = { url: `${credit.base}/chat/completions`, headers: { 'x-api-key': credit.key } };
     const targets: Target[] = [
       { name: 'provider (simulator)', json: spec(provider.url, provider.headers, chatBody(INTERNAL_MODEL)), stream: spec(provider.url, provider.headers, stream(INTERNAL_MODEL)), isProvider: true },
       { name: `bare Envoy ${t.envoyVersion}`, json: spec(bare.url, bare.headers, chatBody(INTERNAL_MODEL)), stream: spec(bare.url, bare.headers, stream(INTERNAL_MODEL)) },
+      { name: 'floor (the gateway\'s Envoy, a do-nothing sidecar)', json: spec(floor.url, floor.headers, chatBody(INTERNAL_MODEL)), stream: spec(floor.url, floor.headers, stream(INTERNAL_MODEL)) },
       { name: 'this gateway (Redis, credit check on)', json: spec(ours.url, ours.headers, chatBody(ALIAS)), stream: spec(ours.url, ours.headers, stream(ALIAS)) },
       { name: 'this gateway (memory store)', json: spec(`${t.gatewayBase}/chat/completions`, { 'x-api-key': t.gatewayKey }, chatBody(ALIAS)), stream: spec(`${t.gatewayBase}/chat/completions`, { 'x-api-key': t.gatewayKey }, stream(ALIAS)) },
     ];
