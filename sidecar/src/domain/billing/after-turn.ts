@@ -3,7 +3,7 @@
  * that the answers written in it have left first. Everything asked for during
  * one turn starts in one later callback, inside `together` (the ledger's: the
  * store commands those starts issue leave in one write instead of one each;
- * at 16 connections a turn ends with about five settlements due, bench probe
+ * at 16 connections a turn ends with 3.6 settlements due on average, a probe
  * in docs/benchmark.md, session 16).
  */
 export class AfterTurn {

@@ -330,14 +330,15 @@ export function scanDeltaChunk(data: string, known: ChunkPrefix | null = null): 
   return spans(data, { text: data.slice(0, top.choicesAt), created: top.createdAtChoices });
 }
 
-/** A chunk that starts with a known prefix: its `choices` value begins where the prefix ends. */
+/** A chunk that starts with a known prefix: its `choices` value begins where the prefix ends (after any blanks). */
 function scanAfter(data: string, known: ChunkPrefix): ChunkSpans | null {
   const at = known.text.length;
   NOT_PLAIN_FROM.lastIndex = at;
   if (NOT_PLAIN_FROM.test(data)) return null;
   top.created = known.created;
   const rest = new Members(data, -1);
-  if (!rest.endValue(takeChoices(data, at)) || !walkMembers(data, rest)) return null;
+  // Blanks after the prefix (more than the chunk it came from had) stand before the value, as in a whole scan.
+  if (!rest.endValue(takeChoices(data, skipWs(data, at))) || !walkMembers(data, rest)) return null;
   return spans(data, known);
 }
 
