@@ -13,6 +13,7 @@ describe('AfterTurn', () => {
     const b = after.run(async () => (log.push('b'), 2));
     log.push('turn ends');
     expect(await Promise.all([a, b])).toEqual([1, 2]);
+    await new Promise((r) => setImmediate(r)); // one more turn: no second, empty batch follows
     expect(log).toEqual(['turn ends', 'together:start', 'a', 'b', 'together:end']);
   });
 

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { BinaryWriter } from '@bufbuild/protobuf/wire';
 import { describe, expect, it } from 'vitest';
 import { decodeCheckRequest } from '../../sidecar/src/adapters/envoy/check-request-decode.js';
 import { CheckRequest } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
@@ -121,8 +122,52 @@ describe('decodeCheckRequest', () => {
     for (let cut = 1; cut < bytes.length; cut++) expect(() => decodeCheckRequest(Buffer.from(bytes.subarray(0, cut)))).toThrow();
   });
 
-  it('throws when a nested message runs past its length', () => {
-    // attributes (field 1) of length 2 holding request (field 4) of length 3: the inner overruns the outer.
-    expect(() => decodeCheckRequest(Buffer.from([0x0a, 0x02, 0x22, 0x03, 0x12, 0x01, 0x00]))).toThrow(RangeError);
+  it('throws when a nested message runs past its length, even where the buffer goes on', () => {
+    // attributes (field 1, length 2) holding source (field 1, length 3): the source's bytes run past
+    // the attributes' end into bytes that parse (the generated decoder would not notice).
+    expect(() => decodeCheckRequest(Buffer.from([0x0a, 0x02, 0x0a, 0x03, 0x12, 0x01, 0x41]))).toThrow(RangeError);
+  });
+
+  it('an empty message has nothing: no method, path, headers, body or peer', () => {
+    expect(decodeCheckRequest(Buffer.alloc(0))).toMatchObject({ method: '', path: '', body: null, peer: null });
+    expect(decodeCheckRequest(Buffer.alloc(0)).headers.names).toEqual([]);
+    // attributes without a request or a source
+    const bytes = CheckRequest.encode(CheckRequest.fromPartial({ attributes: { contextExtensions: { a: 'b' } } })).finish();
+    expect(lean(bytes)).toEqual(reference(bytes));
+    expect(lean(bytes)).toMatchObject({ method: '', path: '', names: [], body: null, peer: null });
+    // A source, address or socket address without the field inside it; a map entry without its key.
+    for (const partial of [
+      { attributes: { source: { service: 'svc' } } },
+      { attributes: { source: { address: {} } } },
+      { attributes: { source: { address: { socketAddress: { portValue: 1 } } } } },
+      { attributes: { request: { http: { headers: { '': 'no name', 'x-b': '' } } } } },
+    ]) {
+      const b = CheckRequest.encode(CheckRequest.fromPartial(partial)).finish();
+      expect(lean(b), JSON.stringify(partial)).toEqual(reference(b));
+    }
+  });
+
+  it('skips fields it does not know at every level, as the generated decoder does', () => {
+    // Unknown fields appended to a message, numbers no message here uses: a varint (99), a 64-bit (98),
+    // a 32-bit (96) and a length-delimited one (97).
+    const unknown = Buffer.from(new BinaryWriter().uint32(99 << 3).uint32(5).uint32((98 << 3) | 1).fixed64(7).uint32((96 << 3) | 5).fixed32(9).uint32((97 << 3) | 2).bytes(Buffer.from('hi')).finish());
+    const withUnknown = (fields: Uint8Array) => Buffer.concat([fields, unknown]);
+    const ld = (field: number, body: Uint8Array) => Buffer.from(new BinaryWriter().uint32((field << 3) | 2).bytes(body).finish());
+    const header = (key: string, raw: string) => withUnknown(Buffer.concat([...(key ? [ld(1, Buffer.from(key))] : []), ld(3, Buffer.from(raw))]));
+    const headerMap = withUnknown(Buffer.concat([ld(1, header('x-a', '1')), ld(1, header('', 'empty name')), ld(1, header('x-a', '2'))]));
+    const mapEntry = withUnknown(Buffer.concat([ld(1, Buffer.from('x-m')), ld(2, Buffer.from('m'))]));
+    const http = withUnknown(Buffer.concat([ld(2, Buffer.from('POST')), ld(4, Buffer.from('/p')), ld(3, mapEntry), ld(13, headerMap), ld(12, Buffer.from('{}'))]));
+    const request = withUnknown(ld(2, http));
+    const socketAddress = withUnknown(ld(2, Buffer.from('192.0.2.7')));
+    const address = withUnknown(ld(1, socketAddress));
+    const peer = withUnknown(ld(1, address));
+    const attributes = withUnknown(Buffer.concat([ld(1, peer), ld(4, request)]));
+    const bytes = withUnknown(ld(1, attributes));
+    expect(lean(bytes)).toEqual(reference(bytes));
+    expect(lean(bytes)).toMatchObject({ method: 'POST', path: '/p', names: ['x-a', '', 'x-a'], values: ['1,2', 'empty name', '1,2'], body: Buffer.from('{}'), peer: '192.0.2.7' });
+    // The headers map alone (no header_map), its entry carrying unknown fields too.
+    const mapOnly = ld(1, withUnknown(ld(4, withUnknown(ld(2, withUnknown(ld(3, mapEntry)))))));
+    expect(lean(mapOnly)).toEqual(reference(mapOnly));
+    expect(lean(mapOnly)).toMatchObject({ names: ['x-m'], values: ['m'] });
   });
 });

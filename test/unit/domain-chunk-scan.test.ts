@@ -85,7 +85,7 @@ describe('scanDeltaChunk', () => {
     const created = (v: string) => scanDeltaChunk(chunk('"finish_reason":null', `"created":${v},`))?.created;
     expect(created('999999999999')).toBe(999999999999);
     for (const bad of ['-1', '1.5', '1e3', '1000000000000']) expect(created(bad), bad).toBeUndefined();
-    for (const bad of ['nul', '0', '{}', '"null"']) expect(scanDeltaChunk(chunk('"finish_reason":null', `"usage":${bad},`)), bad).toBeNull();
+    for (const bad of ['nul', '0', '{}', '"null"', 'true', '1234']) expect(scanDeltaChunk(chunk('"finish_reason":null', `"usage":${bad},`)), bad).toBeNull();
   });
 
   it('steps aside for malformed or truncated JSON', () => {
