@@ -24,17 +24,12 @@ import { Agent, request } from 'node:http';
 import { startTargets, stopTargets, installCleanupHandlers, type Targets } from './targets.js';
 import { chatBody } from './scenarios.js';
 import { latencyStats } from './latency.js';
-import { fmt, table } from './report.js';
+import { envInteger, fmt, table } from './report.js';
 import type { TestGateway } from '../harness/gateway.js';
 import { Redis } from 'ioredis';
 
-const num = (name: string, dflt: number, min: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isInteger(v) || v < min) throw new Error(`${name} must be an integer of at least ${min}`);
-  return v;
-};
-const REQUESTS = num('TIMELINE_REQUESTS', 1500, 300);
-const GAP_MS = num('TIMELINE_GAP_MS', 0, 0);
+const REQUESTS = envInteger('TIMELINE_REQUESTS', 1500, 300);
+const GAP_MS = envInteger('TIMELINE_GAP_MS', 0, 0);
 const WARMUP = 200;
 const INTERNAL_MODEL = 'sim-core-1';
 

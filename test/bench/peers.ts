@@ -40,23 +40,18 @@ import { SequentialClient, StreamClient, emptySample, emptyStreamSample, latency
 import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { streamLoad } from './stream-load.js';
 import { installCleanupHandlers, startTargets, stopTargets, type Targets } from './targets.js';
-import { fmt, table } from './report.js';
+import { envInteger, fmt, table } from './report.js';
 
 const PORTKEY_VERSION = '1.15.2';
 const LITELLM_SPEC = 'litellm[proxy]==1.99.4';
 const INTERNAL_MODEL = 'sim-core-1';
 const ALIAS = 'svc-core';
 
-const num = (name: string, dflt: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number`);
-  return v;
-};
-const ROUNDS = num('PEERS_ROUNDS', 3);
-const REQUESTS = num('PEERS_REQUESTS', 300);
-const STREAMS = num('PEERS_STREAMS', 60);
-const SECONDS = num('PEERS_SECONDS', 4);
-const CONNECTIONS = num('PEERS_CONNECTIONS', 16);
+const ROUNDS = envInteger('PEERS_ROUNDS', 3);
+const REQUESTS = envInteger('PEERS_REQUESTS', 300);
+const STREAMS = envInteger('PEERS_STREAMS', 60);
+const SECONDS = envInteger('PEERS_SECONDS', 4);
+const CONNECTIONS = envInteger('PEERS_CONNECTIONS', 16);
 const PEERS = (process.env.PEERS ?? 'portkey,litellm').split(',').map((p) => p.trim()).filter(Boolean);
 for (const p of PEERS) if (p !== 'portkey' && p !== 'litellm') throw new Error(`PEERS: unknown peer ${p} (portkey, litellm)`);
 

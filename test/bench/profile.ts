@@ -31,22 +31,17 @@ import { startGateway } from '../harness/gateway.js';
 import { SequentialClient, StreamClient, countDataEvents } from './latency.js';
 import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
-import { fmt, table } from './report.js';
+import { envInteger, fmt, table } from './report.js';
 
-const num = (name: string, dflt: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isInteger(v) || v <= 0) throw new Error(`${name} must be a positive integer`);
-  return v;
-};
-const REQUESTS = num('PROFILE_REQUESTS', 2000);
-const STREAMS = num('PROFILE_STREAMS', 300);
-const CONCURRENCY = num('PROFILE_CONCURRENCY', 4);
-const TOP = num('PROFILE_TOP', 25);
+const REQUESTS = envInteger('PROFILE_REQUESTS', 2000);
+const STREAMS = envInteger('PROFILE_STREAMS', 300);
+const CONCURRENCY = envInteger('PROFILE_CONCURRENCY', 4);
+const TOP = envInteger('PROFILE_TOP', 25);
 const CPU_ONLY = process.env.PROFILE_CPU_ONLY === '1';
 const SLICED = process.env.PROFILE_SLICED === '1';
-const ROUNDS = num('PROFILE_ROUNDS', CPU_ONLY ? 3 : 1);
+const ROUNDS = envInteger('PROFILE_ROUNDS', CPU_ONLY ? 3 : 1);
 /** Sampling interval: 200 µs gives five times the samples of the default (1 ms) for a few per cent more overhead. */
-const INTERVAL_US = num('PROFILE_INTERVAL_US', 200);
+const INTERVAL_US = envInteger('PROFILE_INTERVAL_US', 200);
 const ALIAS = 'svc-core';
 
 interface CallFrame {

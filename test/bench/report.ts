@@ -485,3 +485,10 @@ export function jsonSummary(summary: {
   }
   return `BENCH_JSON ${JSON.stringify({ time: summary.time, machine: summary.machine, params: summary.params, results, streams, comparisons, redis_calls: redis, ...summary.extra })}`;
 }
+
+/** A whole-number setting from the environment (its default when unset), at least `min`; anything else stops the script. */
+export function envInteger(name: string, dflt: number, min = 1): number {
+  const v = Number(process.env[name] ?? dflt);
+  if (!Number.isInteger(v) || v < min) throw new Error(`${name} must be an integer of at least ${min}`);
+  return v;
+}

@@ -24,15 +24,10 @@
 import { request } from 'node:http';
 import { installCleanupHandlers, startTargets, stopTargets } from './targets.js';
 import { streamBody } from './scenarios.js';
-import { fmt, table } from './report.js';
+import { envInteger, fmt, table } from './report.js';
 
-const num = (name: string, dflt: number) => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isInteger(v) || v <= 5) throw new Error(`${name} must be an integer above 5`);
-  return v;
-};
-const STREAMS = num('TIMELINE_STREAMS', 40);
-const TOKENS = num('TIMELINE_TOKENS', 32);
+const STREAMS = envInteger('TIMELINE_STREAMS', 40, 6);
+const TOKENS = envInteger('TIMELINE_TOKENS', 32, 6);
 const WARMUP = 5;
 
 /** Milliseconds from the request's first byte to each complete SSE event. */

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { Cluster, Redis, ReplyError } from 'ioredis';
 import { StoreUnavailableError } from './contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
@@ -212,11 +213,11 @@ export function connectRedis(
  * left alone (its commands wait in ioredis's own queue).
  */
 export function corked(clients: readonly RedisClient[], run: () => void): void {
-  const streams: NodeJS.WritableStream[] = [];
+  const streams: Socket[] = [];
   for (const c of clients) {
     for (const node of c instanceof Cluster ? c.nodes('all') : [c]) {
-      const stream = (node as unknown as { stream?: import('node:net').Socket }).stream;
-      if (stream && stream.writable && !streams.includes(stream)) {
+      const stream = (node as unknown as { stream?: Socket }).stream;
+      if (stream?.writable) {
         stream.cork();
         streams.push(stream);
       }
@@ -225,6 +226,6 @@ export function corked(clients: readonly RedisClient[], run: () => void): void {
   try {
     run();
   } finally {
-    for (const s of streams) (s as import('node:net').Socket).uncork();
+    for (const s of streams) s.uncork();
   }
 }
