@@ -14,33 +14,50 @@ const admitted = () => {
   return a;
 };
 
+const decision = { principal: { tenantId: 'ten_1', subjectId: 'key_1', method: 'api_key' as const, scopes: ['inference'], keyId: 'key_1', role: null }, held: 1200, leased: true, lease: 'lease_1' };
+
 describe('AdmissionCache', () => {
   it('hands an admission over once, for a body of the same size', () => {
     const c = new AdmissionCache();
     const a = admitted();
-    c.put('req-1', body, a);
+    c.put('req-1', body, a, decision);
     expect(c.take('req-1', body)).toBe(a);
     expect(c.take('req-1', body)).toBeUndefined(); // taken once
-    c.put('req-2', body, a);
+    c.put('req-2', body, a, decision);
     expect(c.take('req-2', Buffer.concat([body, Buffer.from(' ')]))).toBeUndefined(); // not the same body
     expect(c.take('req-2', body)).toBeUndefined(); // and gone
     expect(c.take('unknown', body)).toBeUndefined();
+  });
+
+  it('tells the gate’s decision for a live entry without taking it (ext_proc then skips the metadata Envoy forwards)', () => {
+    let now = 1_000;
+    const c = new AdmissionCache(100, 10, () => now);
+    const a = admitted();
+    c.put('req-1', body, a, decision);
+    expect(c.decisionOf('req-1')).toBe(decision);
+    expect(c.decisionOf('req-1')).toBe(decision); // still there
+    expect(c.take('req-1', body)).toBe(a); // and the admission too
+    expect(c.decisionOf('req-1')).toBeUndefined(); // gone with the take
+    c.put('req-2', body, a, decision);
+    now += 100;
+    expect(c.decisionOf('req-2')).toBeUndefined(); // expired
+    expect(c.decisionOf('other')).toBeUndefined();
   });
 
   it('expires entries and stays bounded', () => {
     let now = 1_000;
     const c = new AdmissionCache(100, 2, () => now);
     const a = admitted();
-    c.put('a', body, a);
+    c.put('a', body, a, decision);
     now += 200;
     expect(c.take('a', body)).toBeUndefined(); // expired
-    c.put('b', body, a);
-    c.put('c', body, a);
-    c.put('d', body, a); // full of live entries: not kept
+    c.put('b', body, a, decision);
+    c.put('c', body, a, decision);
+    c.put('d', body, a, decision); // full of live entries: not kept
     expect(c.take('d', body)).toBeUndefined();
     expect(c.take('b', body)).toBe(a);
     now += 200;
-    c.put('e', body, a); // the expired 'c' is swept to make room
+    c.put('e', body, a, decision); // the expired 'c' is swept to make room
     expect(c.take('e', body)).toBe(a);
     expect(c.take('', body)).toBeUndefined();
   });
@@ -49,10 +66,10 @@ describe('AdmissionCache', () => {
     let now = 1_000;
     const c = new AdmissionCache(100, 10_000, () => now);
     const a = admitted();
-    for (let i = 0; i < 50; i++) c.put(`left-${i}`, body, a);
+    for (let i = 0; i < 50; i++) c.put(`left-${i}`, body, a, decision);
     expect(c.size).toBe(50);
     now += 101;
-    c.put('next', body, a);
+    c.put('next', body, a, decision);
     expect(c.size).toBe(1);
     expect(c.take('next', body)).toBe(a);
   });
@@ -71,7 +88,7 @@ describe('AdmissionCache', () => {
       const here = admitBody(endpoint, 'POST', raw, policy);
       expect(here.ok).toBe(true);
       const c = new AdmissionCache();
-      if (here.ok) c.put('req-x', raw, here);
+      if (here.ok) c.put('req-x', raw, here, decision);
       const there = new AdmissionCache().take('req-x', raw) ?? admitBody(endpoint, 'POST', raw, other); // the other process: a miss
       expect(there).toEqual(here);
       expect(c.take('req-x', raw)).toBe(here); // this process: the hit hands over the same admission

@@ -178,6 +178,8 @@ describe('the full check', () => {
     expect(o.inference.stream).toBe(true);
     expect(o.inference.held).toBeGreaterThan(0);
     expect(await held()).toBe(o.inference.held);
+    // The decision travels with the admission: ext_proc here need not read Envoy's copy.
+    expect(admissions.decisionOf('req-1')).toEqual({ principal: o.principal, held: o.inference.held, leased: o.inference.leased, lease: o.inference.lease });
     const admitted = admissions.take('req-1', body);
     expect(admitted).toBeDefined();
     expect(o.inference.upstreamBytes).toBe(admitted!.upstreamBody.length);

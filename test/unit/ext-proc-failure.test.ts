@@ -14,6 +14,8 @@ import { startGrpcServer } from '../../sidecar/src/adapters/grpc-server.js';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
+import { AdmissionCache } from '../../sidecar/src/domain/admission-cache.js';
+import { admitBody } from '../../sidecar/src/domain/admission.js';
 import { Errors, gatewayError, type GatewayError } from '../../sidecar/src/domain/errors.js';
 import type { ExchangeSummary } from '../../sidecar/src/domain/exchange.js';
 import { ExternalProcessorService, ProcessingRequest, type ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
@@ -24,6 +26,9 @@ const summaries: ExchangeSummary[] = [];
 const claims: Array<{ requestId: string; leased: boolean }> = [];
 /** How the test answers the confirmation of a hold moved out of a credit lease, by request id. */
 const confirmations = new Map<string, (refusal: GatewayError | null) => void>();
+/** ext_authz's admissions in this process (the test puts what a gate would have). */
+const admissions = new AdmissionCache();
+const policy = { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 };
 let server: { close: () => Promise<void> };
 let address: string;
 let dir: string | undefined;
@@ -34,7 +39,8 @@ const deps = (): Parameters<typeof createExternalProcessorService>[0] => ({
       brand: 'svc',
       apiPrefix: '/v1',
       catalog,
-      admission: { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 },
+      admission: policy,
+      admissions,
       maxResponseBytes: 1 << 20,
       identityProvider: () => ({}),
       usage: async () => ({ ok: true, body: '{}' }),
@@ -90,6 +96,37 @@ describe('ext_proc adapter failures', () => {
     const err = await Promise.race([ended, new Promise<null>((r) => setTimeout(() => r(null), 3000))]);
     expect(err?.code).toBe(13);
     expect(summaries.find((s) => s.requestId === 'req-boom')).toBeDefined();
+  });
+});
+
+describe('ext_proc adapter, the gate’s decision', () => {
+  it('when ext_authz ran in this process, the exchange starts from its decision and the body it admitted, without the metadata Envoy forwards', async () => {
+    const request = { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] };
+    const message = chatRequestBody('req-here', request);
+    const admitted = admitBody('chat', 'POST', message.requestBody!.body, policy);
+    if (!admitted.ok) throw new Error('refused');
+    const principal = { tenantId: 'ten_here', subjectId: 'key_here', method: 'api_key' as const, scopes: ['ai'], keyId: 'key_here', role: null };
+    admissions.put('req-here', message.requestBody!.body, admitted, { principal, held: 777, leased: false, lease: null });
+    const call = open();
+    const answer = new Promise<ProcessingResponse>((resolve) => call.once('data', resolve));
+    call.write({ ...message, metadataContext: undefined }); // nothing forwarded: only the cache can say who asked
+    const r = await answer;
+    expect(r.requestBody?.response?.bodyMutation?.body).toEqual(admitted.upstreamBody);
+    expect(claims).toContainEqual({ requestId: 'req-here', leased: false });
+    expect(admissions.size).toBe(0); // taken
+    call.end();
+    await new Promise((r2) => call.on('end', r2).on('error', r2).resume());
+    const s = summaries.find((x) => x.requestId === 'req-here');
+    expect(s?.principal).toEqual(principal);
+    expect(s?.held).toBe(777);
+  });
+
+  it('without it, the metadata Envoy forwards is read; with none, nothing is served', async () => {
+    const call = open();
+    const answer = new Promise<ProcessingResponse>((resolve) => call.once('data', resolve));
+    call.write({ ...chatRequestBody('req-none', { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }), metadataContext: undefined });
+    expect((await answer).immediateResponse?.status?.code).toBe(404);
+    call.end();
   });
 });
 

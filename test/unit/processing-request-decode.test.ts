@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BinaryWriter } from '@bufbuild/protobuf/wire';
+import { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
 import { decodeProcessingRequest } from '../../sidecar/src/adapters/envoy/processing-request-decode.js';
 import { ProcessingRequest } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 import { Metadata } from '../../sidecar/src/generated/envoy/config/core/v3/base.js';
@@ -88,6 +88,63 @@ describe('decodeProcessingRequest', () => {
     expect(Buffer.from(got.responseBody!.body)).toEqual(body);
     expect(got.observabilityMode).toBe(true);
     expect(got.metadataContext).toBeUndefined();
+  });
+
+  it('request phase: fields in any order, repeated, or written twice decode as the generated decoder does', () => {
+    /** Each top-level field of a request-phase message on its own (tag and value). */
+    const fieldsOf = (m: ProcessingRequest) => {
+      const parts: Buffer[] = [];
+      const bytes = Buffer.from(ProcessingRequest.encode(m).finish());
+      const r = new BinaryReader(bytes);
+      while (r.pos < r.len) {
+        const start = r.pos;
+        const [no, wt] = r.tag();
+        r.skip(wt, no);
+        parts.push(bytes.subarray(start, r.pos));
+      }
+      return parts;
+    };
+    const extra = { md2: Metadata.encode({ filterMetadata: { 'envoy.filters.http.ext_authz': { held: '99', more: 'x' } }, typedFilterMetadata: {} }).finish() };
+    fc.assert(
+      fc.property(
+        fc.constantFrom('requestHeaders', 'requestBody', 'requestTrailers'),
+        fc.boolean(),
+        fc.boolean(),
+        fc.constantFrom('none', 'metadata', 'observability', 'phase'),
+        fc.infiniteStream(fc.nat()),
+        (phase: Phase, attrs, observe, twice, order) => {
+          const m = { ...message(phase, Buffer.from('{"a":1}'), true, { metadata: true, attributes: attrs }), observabilityMode: observe } as ProcessingRequest;
+          const parts = fieldsOf(m);
+          if (twice === 'metadata') parts.push(Buffer.concat([Buffer.from([0x42, extra.md2.length]), Buffer.from(extra.md2)]));
+          if (twice === 'observability') parts.push(Buffer.from([0x50, 0x00]));
+          if (twice === 'phase') parts.push(parts[0]!);
+          const it = order[Symbol.iterator]();
+          for (let i = parts.length - 1; i > 0; i--) {
+            const j = it.next().value! % (i + 1);
+            [parts[i], parts[j]] = [parts[j]!, parts[i]!];
+          }
+          const bytes = Buffer.concat(parts);
+          expect(decodeProcessingRequest(bytes)).toEqual(ProcessingRequest.decode(bytes));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('request phase: the metadata is decoded when first read, once (never, when the exchange starts from the cache)', () => {
+    const m = message('requestBody', Buffer.from('{}'), true, { metadata: true, attributes: true });
+    const bytes = Buffer.from(ProcessingRequest.encode(m).finish());
+    // Spoil the metadata's first inner byte: only a read of it can fail.
+    const at = bytes.indexOf(Buffer.from('envoy.filters.http.ext_authz')) - 2;
+    const spoiled = Buffer.from(bytes);
+    spoiled[at] = 0xff;
+    const got = decodeProcessingRequest(spoiled);
+    expect(got.requestBody?.body.toString()).toBe('{}');
+    expect(got.attributes['envoy.filters.http.ext_proc']).toMatchObject({ 'request.id': 'req-1' });
+    expect(() => got.metadataContext).toThrow();
+    const good = decodeProcessingRequest(bytes);
+    expect(good.metadataContext).toBe(good.metadataContext); // decoded once, then kept
+    expect(good.metadataContext?.filterMetadata['envoy.filters.http.ext_authz']).toMatchObject({ held: '1200' });
   });
 
   it('rejects a truncated message like the generated decoder', () => {

@@ -1,6 +1,6 @@
 import { lstatSync, unlinkSync } from 'node:fs';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { AuthorizationService, CheckResponse } from '../generated/envoy/service/auth/v3/external_auth.js';
+import { AuthorizationService } from '../generated/envoy/service/auth/v3/external_auth.js';
 import {
   ExternalProcessorService,
   ProcessingResponse,
@@ -8,6 +8,7 @@ import {
 } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { decodeProcessingRequest } from './envoy/processing-request-decode.js';
 import { decodeCheckRequest } from './envoy/check-request-decode.js';
+import { encodeCheckResponse } from './envoy/check-response-encode.js';
 import type { AuthorizationHandler } from './envoy/authz-service.js';
 import { reusedWriterSerializer } from './grpc-codec.js';
 
@@ -20,12 +21,12 @@ const ExternalProcessorLean = {
   },
 } as const;
 
-/** The generated ext_authz service with the lean request decoder (check-request-decode.ts) and the reused writer. */
+/** The generated ext_authz service with the lean request decoder (check-request-decode.ts) and answer encoder (check-response-encode.ts). */
 const AuthorizationLean = {
   check: {
     ...AuthorizationService.check,
     requestDeserialize: (value: Buffer) => decodeCheckRequest(value),
-    responseSerialize: reusedWriterSerializer(CheckResponse.encode),
+    responseSerialize: encodeCheckResponse,
   },
 } as const;
 

@@ -1,4 +1,5 @@
 import type { Admission } from './request-context.js';
+import type { GateDecision } from './exchange.js';
 
 type Admitted = Extract<Admission, { ok: true }>;
 
@@ -7,10 +8,11 @@ type Admitted = Extract<Admission, { ok: true }>;
  * ext_proc (which sends it upstream) when both run in this process, so the
  * body is parsed and rebuilt once. The entry is taken once, only for a body
  * of the same size; anything missing (another instance ran ext_authz, or the
- * entry expired) is simply admitted again.
+ * entry expired) is simply admitted again. The gate's decision (principal and
+ * hold) travels with it, so ext_proc need not decode the copy Envoy forwards.
  */
 export class AdmissionCache {
-  private readonly entries = new Map<string, { bytes: number; admission: Admitted; until: number }>();
+  private readonly entries = new Map<string, { bytes: number; admission: Admitted; decision: GateDecision; until: number }>();
 
   constructor(
     private readonly ttlMs = 30_000,
@@ -18,11 +20,17 @@ export class AdmissionCache {
     private readonly now: () => number = Date.now,
   ) {}
 
-  put(requestId: string, body: Buffer, admission: Admitted): void {
+  put(requestId: string, body: Buffer, admission: Admitted, decision: GateDecision): void {
     if (!requestId) return;
     this.dropExpired();
     if (this.entries.size >= this.maxEntries) return; // full of live entries: the slow path still works
-    this.entries.set(requestId, { bytes: body.length, admission, until: this.now() + this.ttlMs });
+    this.entries.set(requestId, { bytes: body.length, admission, decision, until: this.now() + this.ttlMs });
+  }
+
+  /** What the gate decided for this request, while its entry is live (the entry stays for take()). */
+  decisionOf(requestId: string): GateDecision | undefined {
+    const e = this.entries.get(requestId);
+    return e && e.until > this.now() ? e.decision : undefined;
   }
 
   /** Entries held now (for metrics and tests). */

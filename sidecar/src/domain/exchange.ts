@@ -46,11 +46,8 @@ export interface ExchangeDeps {
   readonly usage: (principal: Principal, query: string, requestId: string) => Promise<{ ok: true; body: string } | { ok: false; error: GatewayError }>;
 }
 
-/** What the gate (ext_authz) decided, as the exchange learns it. */
-export interface ExchangeStart {
-  readonly method: string;
-  readonly path: string;
-  readonly requestId: string;
+/** What the gate (ext_authz) decided: who asked and what it held. */
+export interface GateDecision {
   readonly principal: Principal | null;
   /** Micro-units held by the gate for this request; null: nothing was held. */
   readonly held: number | null;
@@ -58,6 +55,13 @@ export interface ExchangeStart {
   readonly leased?: boolean;
   /** The credit lease the request is committed in (no hold of its own yet). */
   readonly lease?: string | null;
+}
+
+/** The request and the gate's decision, as the exchange learns them. */
+export interface ExchangeStart extends GateDecision {
+  readonly method: string;
+  readonly path: string;
+  readonly requestId: string;
 }
 
 /** The credit hold an exchange settles or releases. */
@@ -152,6 +156,11 @@ export class Exchange {
   get hold(): ExchangeHold | null {
     if (this.held === null || !this.principal) return null;
     return { tenantId: this.principal.tenantId, requestId: this.requestId, leased: this.leased, lease: this.lease ? { id: this.lease, amount: this.held } : null };
+  }
+
+  /** The gate's decision for this request when ext_authz ran in this process (else read what Envoy forwards). */
+  decidedHere(requestId: string): GateDecision | undefined {
+    return this.deps.admissions?.decisionOf(requestId);
   }
 
   /** Learns the request (from its headers, or from attributes when headers are not sent). */

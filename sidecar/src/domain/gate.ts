@@ -97,7 +97,7 @@ export class Gate {
     if (!admission.ok) return admission;
     const held = await this.billing.admit(auth.principal, admission.ctx, req.requestId);
     if (!held.ok) return held;
-    if (req.body) this.admissions?.put(req.requestId, req.body, admission);
+    if (req.body) this.admissions?.put(req.requestId, req.body, admission, { principal: auth.principal, ...held.admitted });
     return {
       ok: true,
       principal: auth.principal,

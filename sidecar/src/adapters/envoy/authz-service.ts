@@ -7,6 +7,7 @@ import type { Lifecycle } from '../../domain/lifecycle.js';
 import type { CheckResponse } from '../../generated/envoy/service/auth/v3/external_auth.js';
 import type { CheckInput } from './check-request-decode.js';
 import { plainHeader } from './headers.js';
+import { constantHeader } from './check-response-encode.js';
 import { pathOnly } from '../../domain/auth/routes.js';
 
 /** Namespace Envoy stores ext_authz dynamic metadata under (forwarded to ext_proc). */
@@ -112,11 +113,11 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationHandle
   const flowHeader = flowHeaderName(deps.brand);
   // To the provider: its own key, the flow for route selection, no client credentials or identity.
   const toProvider = (flow: 'stream' | 'buffer') => [
-    ...(deps.upstreamKey ? [plainHeader('authorization', `Bearer ${deps.upstreamKey}`)] : []),
+    ...(deps.upstreamKey ? [constantHeader('authorization', `Bearer ${deps.upstreamKey}`)] : []),
     // The body goes up re-serialised as JSON, whatever the client labelled it.
-    plainHeader('content-type', 'application/json'),
-    plainHeader('accept-encoding', 'identity'),
-    plainHeader(flowHeader, flow),
+    constantHeader('content-type', 'application/json'),
+    constantHeader('accept-encoding', 'identity'),
+    constantHeader(flowHeader, flow),
   ];
   const providerHeaders = { stream: toProvider('stream'), buffer: toProvider('buffer') };
   const setForProvider = new Set([...providerHeaders.buffer.map((h) => h.header?.key ?? ''), 'content-length']);

@@ -316,11 +316,13 @@ function handle(exchange: Exchange, req: ProcessingRequest): ProcessingResponse 
   }
   if (req.requestBody) {
     if (!exchange.started) {
+      const requestId = attribute(req, 'request.id');
       exchange.start({
         method: attribute(req, 'request.method'),
         path: attribute(req, 'request.path'),
-        requestId: attribute(req, 'request.id'),
-        ...gateDecision(req),
+        requestId,
+        // Read from what Envoy forwards (decoded only then) when ext_authz ran elsewhere.
+        ...(exchange.decidedHere(requestId) ?? gateDecision(req)),
       });
     }
     return toResponse('requestBody', exchange.requestBody(req.requestBody.body));

@@ -1,0 +1,96 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { constantHeader, encodeCheckResponse } from '../../sidecar/src/adapters/envoy/check-response-encode.js';
+import { plainHeader } from '../../sidecar/src/adapters/envoy/headers.js';
+import type { HeaderValueOption } from '../../sidecar/src/generated/envoy/config/core/v3/base.js';
+import { CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
+
+/** The generated encoder: the bytes the lean one must write. */
+const reference = (m: CheckResponse) => Buffer.from(CheckResponse.encode(m).finish());
+
+// Any text (multi-byte included), empty, or long enough for a two- and three-byte length.
+const long = fc.tuple(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 3 }), fc.integer({ min: 40, max: 6000 })).map(([s, n]) => s.repeat(n));
+const text = fc.oneof({ arbitrary: fc.string({ unit: 'grapheme', maxLength: 12 }), weight: 8 }, { arbitrary: fc.constant(''), weight: 2 }, { arbitrary: long, weight: 1 });
+const constants = [constantHeader('content-type', 'application/json'), constantHeader('x-svc-flow', 'stream'), constantHeader('authorization', 'Bearer sk-é'), constantHeader('', '')];
+const header: fc.Arbitrary<HeaderValueOption> = fc.oneof(
+  fc.record({ key: text, value: text }).map(({ key, value }) => plainHeader(key, value)),
+  fc.constantFrom(...constants),
+);
+const okResponse = fc.record({
+  headers: fc.array(header, { maxLength: 8 }),
+  headersToRemove: fc.array(text, { maxLength: 6 }),
+  responseHeadersToAdd: fc.constant([]),
+  queryParametersToSet: fc.constant([]),
+  queryParametersToRemove: fc.constant([]),
+});
+// Not "__proto__": the generated Struct.wrap assigns keys onto a plain object, which drops that one.
+const metadataKey = fc.oneof(text, fc.constantFrom('0', '12', 'held')).filter((k) => k !== '__proto__');
+const metadata = fc.dictionary(metadataKey, fc.option(text, { nil: undefined }), { maxKeys: 12 });
+const lean: fc.Arbitrary<CheckResponse> = fc.record(
+  {
+    status: fc.option(fc.constant({ code: 0, message: '', details: [] }), { nil: undefined }),
+    okResponse: fc.option(okResponse, { nil: undefined }),
+    dynamicMetadata: fc.option(metadata, { nil: undefined }),
+  },
+  { requiredKeys: [] },
+) as fc.Arbitrary<CheckResponse>;
+
+describe('the lean CheckResponse encoder', () => {
+  it('writes the generated encoder’s bytes for every answer of the lean shape', () => {
+    fc.assert(
+      fc.property(lean, (m) => {
+        expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('writes the same bytes for an admitted chat as the generated encoder (the common answer)', () => {
+    const m: CheckResponse = {
+      status: { code: 0, message: '', details: [] },
+      okResponse: {
+        headers: [...constants.slice(0, 3), plainHeader('content-length', '1234')],
+        headersToRemove: ['x-api-key', 'cookie'],
+        responseHeadersToAdd: [],
+        queryParametersToSet: [],
+        queryParametersToRemove: [],
+      },
+      dynamicMetadata: { tenant_id: 't-1', subject_id: 'k-1', auth_method: 'api_key', scopes: 'inference', key_id: 'k-1', role: '', held: '2500', leased: '1' },
+    };
+    const bytes = encodeCheckResponse(m);
+    expect(bytes.equals(reference(m))).toBe(true);
+    expect(CheckResponse.decode(bytes).dynamicMetadata).toEqual(m.dynamicMetadata);
+    expect(CheckResponse.decode(bytes).okResponse?.headers.map((h) => [h.header?.key, h.header?.value])).toEqual([
+      ['content-type', 'application/json'],
+      ['x-svc-flow', 'stream'],
+      ['authorization', 'Bearer sk-é'],
+      ['content-length', '1234'],
+    ]);
+  });
+
+  it('leaves every other answer to the generated encoder, with the same bytes', () => {
+    const ok = { headers: [], headersToRemove: [], responseHeadersToAdd: [], queryParametersToSet: [], queryParametersToRemove: [] };
+    const others: CheckResponse[] = [
+      { status: { code: 7, message: 'denied', details: [] }, deniedResponse: { status: { code: 401 }, headers: [plainHeader('content-type', 'application/json')], body: '{"error":{}}' } },
+      { status: { code: 0, message: 'x', details: [] } },
+      { okResponse: { ...ok, headers: [{ header: { key: 'k', value: '', rawValue: Buffer.from('raw') }, append: undefined, appendAction: 0, keepEmptyValue: false }] } },
+      { okResponse: { ...ok, headers: [{ header: { key: 'k', value: 'v', rawValue: Buffer.alloc(0) }, append: true, appendAction: 0, keepEmptyValue: false }] } },
+      { okResponse: { ...ok, headers: [{ header: { key: 'k', value: 'v', rawValue: Buffer.alloc(0) }, append: undefined, appendAction: 2, keepEmptyValue: false }] } },
+      { okResponse: { ...ok, headers: [{ header: { key: 'k', value: '', rawValue: Buffer.alloc(0) }, append: undefined, appendAction: 0, keepEmptyValue: true }] } },
+      { okResponse: { ...ok, headers: [{ header: undefined, append: undefined, appendAction: 0, keepEmptyValue: false }] } },
+      { okResponse: { ...ok, dynamicMetadata: { a: 'b' } } },
+      { okResponse: { ...ok, responseHeadersToAdd: [plainHeader('x', 'y')] } },
+      { okResponse: { ...ok, queryParametersToSet: [{ key: 'a', value: 'b' }] } },
+      { okResponse: { ...ok, queryParametersToRemove: ['a'] } },
+      { dynamicMetadata: { n: 1, b: true, nested: { a: 'b' } } },
+      { errorResponse: { status: { code: 503 }, headers: [], body: '' } },
+    ];
+    for (const m of others) expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
+  });
+
+  it('copies a constant header already encoded: the same header written by hand gives the same bytes', () => {
+    const m = (h: HeaderValueOption): CheckResponse => ({ okResponse: { headers: [h], headersToRemove: [], responseHeadersToAdd: [], queryParametersToSet: [], queryParametersToRemove: [] } });
+    expect(encodeCheckResponse(m(constantHeader('accept-encoding', 'identity')))).toEqual(encodeCheckResponse(m(plainHeader('accept-encoding', 'identity'))));
+    expect(Object.isFrozen(constantHeader('a', 'b').header)).toBe(true);
+  });
+});
