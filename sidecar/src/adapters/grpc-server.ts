@@ -1,23 +1,19 @@
 import { lstatSync, unlinkSync } from 'node:fs';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { AuthorizationService } from '../generated/envoy/service/auth/v3/external_auth.js';
-import {
-  ExternalProcessorService,
-  ProcessingResponse,
-  type ExternalProcessorServer,
-} from '../generated/envoy/service/ext_proc/v3/external_processor.js';
+import { ExternalProcessorService, type ExternalProcessorServer } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { decodeProcessingRequest } from './envoy/processing-request-decode.js';
 import { decodeCheckRequest } from './envoy/check-request-decode.js';
 import { encodeCheckResponse } from './envoy/check-response-encode.js';
 import type { AuthorizationHandler } from './envoy/authz-service.js';
-import { reusedWriterSerializer } from './grpc-codec.js';
+import { encodeProcessingResponse } from './envoy/processing-response-encode.js';
 
-/** The generated ext_proc service with the response-phase decoder (processing-request-decode.ts) and the reused writer (grpc-codec.ts). */
+/** The generated ext_proc service with the lean decoder (processing-request-decode.ts) and answer encoder (processing-response-encode.ts). */
 const ExternalProcessorLean = {
   process: {
     ...ExternalProcessorService.process,
     requestDeserialize: (value: Buffer) => decodeProcessingRequest(value),
-    responseSerialize: reusedWriterSerializer(ProcessingResponse.encode),
+    responseSerialize: encodeProcessingResponse,
   },
 } as const;
 

@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { constantHeader, encodeCheckResponse } from '../../sidecar/src/adapters/envoy/check-response-encode.js';
-import { plainHeader } from '../../sidecar/src/adapters/envoy/headers.js';
+import { plainHeader, rawHeader } from '../../sidecar/src/adapters/envoy/headers.js';
+import { encodeProcessingResponse } from '../../sidecar/src/adapters/envoy/processing-response-encode.js';
+import { ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 import type { HeaderValueOption } from '../../sidecar/src/generated/envoy/config/core/v3/base.js';
 import { CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
 
@@ -25,7 +27,11 @@ const okResponse = fc.record({
 });
 // Not "__proto__": the generated Struct.wrap assigns keys onto a plain object, which drops that one.
 const metadataKey = fc.oneof(text, fc.constantFrom('0', '12', 'held')).filter((k) => k !== '__proto__');
-const metadata = fc.dictionary(metadataKey, fc.option(text, { nil: undefined }), { maxKeys: 12 });
+const scalar = fc.oneof({ arbitrary: text, weight: 6 }, fc.double(), fc.integer(), fc.boolean(), fc.constant(null), fc.constant(undefined));
+const { value } = fc.letrec((tie) => ({
+  value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, scalar, fc.dictionary(metadataKey, tie('value'), { maxKeys: 4 })),
+}));
+const metadata = fc.dictionary(metadataKey, value, { maxKeys: 12 });
 const lean: fc.Arbitrary<CheckResponse> = fc.record(
   {
     status: fc.option(fc.constant({ code: 0, message: '', details: [] }), { nil: undefined }),
@@ -82,7 +88,8 @@ describe('the lean CheckResponse encoder', () => {
       { okResponse: { ...ok, responseHeadersToAdd: [plainHeader('x', 'y')] } },
       { okResponse: { ...ok, queryParametersToSet: [{ key: 'a', value: 'b' }] } },
       { okResponse: { ...ok, queryParametersToRemove: ['a'] } },
-      { dynamicMetadata: { n: 1, b: true, nested: { a: 'b' } } },
+      { dynamicMetadata: { list: ['a', 1] } },
+      { dynamicMetadata: { nested: { list: [] } } },
       { errorResponse: { status: { code: 503 }, headers: [], body: '' } },
     ];
     for (const m of others) expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
@@ -92,5 +99,85 @@ describe('the lean CheckResponse encoder', () => {
     const m = (h: HeaderValueOption): CheckResponse => ({ okResponse: { headers: [h], headersToRemove: [], responseHeadersToAdd: [], queryParametersToSet: [], queryParametersToRemove: [] } });
     expect(encodeCheckResponse(m(constantHeader('accept-encoding', 'identity')))).toEqual(encodeCheckResponse(m(plainHeader('accept-encoding', 'identity'))));
     expect(Object.isFrozen(constantHeader('a', 'b').header)).toBe(true);
+  });
+});
+
+// ext_proc's answers (processing-response-encode.ts).
+const processingReference = (m: ProcessingResponse) => Buffer.from(ProcessingResponse.encode(m).finish());
+const bytesOf = fc.oneof(fc.uint8Array({ maxLength: 40 }), fc.uint8Array({ minLength: 200, maxLength: 20_000 })).map((b) => Buffer.from(b));
+const mutation = fc.record({
+  setHeaders: fc.array(fc.oneof(fc.record({ key: text, value: text }).map(({ key, value }) => rawHeader(key, value)), header), { maxLength: 4 }),
+  removeHeaders: fc.array(text, { maxLength: 3 }),
+});
+const common = fc.record(
+  {
+    status: fc.constantFrom(0, 1, 300),
+    headerMutation: mutation,
+    bodyMutation: fc.record(
+      {
+        body: bytesOf,
+        clearBody: fc.boolean(),
+        streamedResponse: fc.record({ body: bytesOf, endOfStream: fc.boolean(), endOfStreamWithoutMessage: fc.boolean(), grpcMessageCompressed: fc.boolean() }),
+      },
+      { requiredKeys: [] },
+    ),
+    clearRouteCache: fc.boolean(),
+  },
+  { requiredKeys: ['status', 'clearRouteCache'] },
+);
+const phase = fc.record({ response: common }, { requiredKeys: [] });
+const trailers = fc.record({ headerMutation: mutation }, { requiredKeys: [] });
+const leanProcessing = fc.record(
+  {
+    requestHeaders: phase,
+    responseHeaders: phase,
+    requestBody: phase,
+    responseBody: phase,
+    requestTrailers: trailers,
+    responseTrailers: trailers,
+    dynamicMetadata: fc.dictionary(metadataKey, fc.oneof(value, metadata), { maxKeys: 3 }),
+    requestDrain: fc.boolean(),
+  },
+  { requiredKeys: ['requestDrain'] },
+) as fc.Arbitrary<ProcessingResponse>;
+
+describe('the lean ProcessingResponse encoder', () => {
+  it('writes the generated encoder’s bytes for every answer of the lean shape', () => {
+    fc.assert(
+      fc.property(leanProcessing, (m) => {
+        expect(encodeProcessingResponse(m).equals(processingReference(m))).toBe(true);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('a streamed piece and the last one with the access log’s fields: the same bytes, and they decode to what was sent', () => {
+    const piece = (body: string, endOfStream: boolean): ProcessingResponse => ({
+      requestDrain: false,
+      responseBody: { response: { status: 0, headerMutation: undefined, bodyMutation: { streamedResponse: { body: Buffer.from(body), endOfStream, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } }, clearRouteCache: false } },
+    });
+    const last = { ...piece('data: [DONE]\n\n', true), dynamicMetadata: { gateway: { outcome: 'ok', alias: 'svc-core', prompt_tokens: 12, completion_tokens: 30, usage_estimated: 'false' } } };
+    for (const m of [piece('data: {"choices":[]}\n\n', false), piece('', false), last]) {
+      const bytes = encodeProcessingResponse(m);
+      expect(bytes.equals(processingReference(m))).toBe(true);
+      expect(ProcessingResponse.decode(bytes)).toEqual(ProcessingResponse.decode(processingReference(m)));
+    }
+    expect(ProcessingResponse.decode(encodeProcessingResponse(last)).dynamicMetadata).toEqual(last.dynamicMetadata);
+  });
+
+  it('leaves every other answer to the generated encoder, with the same bytes', () => {
+    const base: ProcessingResponse = { requestDrain: false };
+    const others: ProcessingResponse[] = [
+      { ...base, immediateResponse: { status: { code: 404 }, headers: { setHeaders: [rawHeader('content-type', 'application/json')], removeHeaders: [] }, body: Buffer.from('{}'), details: 'gateway_reply' } },
+      { ...base, streamedImmediateResponse: { headersResponse: undefined } as never },
+      { ...base, modeOverride: { requestHeaderMode: 1, responseHeaderMode: 0, requestBodyMode: 0, responseBodyMode: 0, requestTrailerMode: 0, responseTrailerMode: 0 } },
+      { ...base, overrideMessageTimeout: { seconds: 1, nanos: 0 } },
+      { ...base, dynamicMetadata: { gateway: { list: [1] } } },
+      { ...base, responseBody: { response: { status: -1, clearRouteCache: false } } },
+      { ...base, responseHeaders: { response: { status: 0, clearRouteCache: false, trailers: { headers: [] } } } },
+      { ...base, responseHeaders: { response: { status: 0, clearRouteCache: false, headerMutation: { setHeaders: [{ header: { key: 'k', value: 'v', rawValue: Buffer.alloc(0) }, append: true, appendAction: 0, keepEmptyValue: false }], removeHeaders: [] } } } },
+      { ...base, responseTrailers: { headerMutation: { setHeaders: [{ header: undefined, append: undefined, appendAction: 0, keepEmptyValue: false }], removeHeaders: [] } } },
+    ];
+    for (const m of others) expect(encodeProcessingResponse(m).equals(processingReference(m))).toBe(true);
   });
 });
