@@ -1,9 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { constantHeader, encodeCheckResponse } from '../../sidecar/src/adapters/envoy/check-response-encode.js';
+import { BinaryWriter } from '@bufbuild/protobuf/wire';
+import { constantHeader, encodeCheckResponse, encodesLean as checkLean } from '../../sidecar/src/adapters/envoy/check-response-encode.js';
+import { varintSize } from '../../sidecar/src/adapters/envoy/wire-write.js';
 import { plainHeader, rawHeader } from '../../sidecar/src/adapters/envoy/headers.js';
-import { encodeProcessingResponse } from '../../sidecar/src/adapters/envoy/processing-response-encode.js';
-import { ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
+import { encodeProcessingResponse, encodesLean as processingLean } from '../../sidecar/src/adapters/envoy/processing-response-encode.js';
+import { ProcessingResponse, type CommonResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 import type { HeaderValueOption } from '../../sidecar/src/generated/envoy/config/core/v3/base.js';
 import { CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
 
@@ -79,7 +81,10 @@ describe('the lean CheckResponse encoder', () => {
     const others: CheckResponse[] = [
       { status: { code: 7, message: 'denied', details: [] }, deniedResponse: { status: { code: 401 }, headers: [plainHeader('content-type', 'application/json')], body: '{"error":{}}' } },
       { status: { code: 0, message: 'x', details: [] } },
-      { okResponse: { ...ok, headers: [{ header: { key: 'k', value: '', rawValue: Buffer.from('raw') }, append: undefined, appendAction: 0, keepEmptyValue: false }] } },
+      { status: { code: 3, message: '', details: [] } },
+      { status: { code: 0, message: '', details: [{ typeUrl: 'type.googleapis.com/x.Y', value: Buffer.from([1]) }] } },
+      { status: { code: 0, message: '', details: [] }, deniedResponse: { status: { code: 403 }, headers: [], body: '' } },
+      { deniedResponse: { status: { code: 403 }, headers: [], body: 'no' } },
       { okResponse: { ...ok, headers: [{ header: { key: 'k', value: 'v', rawValue: Buffer.alloc(0) }, append: true, appendAction: 0, keepEmptyValue: false }] } },
       { okResponse: { ...ok, headers: [{ header: { key: 'k', value: 'v', rawValue: Buffer.alloc(0) }, append: undefined, appendAction: 2, keepEmptyValue: false }] } },
       { okResponse: { ...ok, headers: [{ header: { key: 'k', value: '', rawValue: Buffer.alloc(0) }, append: undefined, appendAction: 0, keepEmptyValue: true }] } },
@@ -92,12 +97,35 @@ describe('the lean CheckResponse encoder', () => {
       { dynamicMetadata: { nested: { list: [] } } },
       { errorResponse: { status: { code: 503 }, headers: [], body: '' } },
     ];
-    for (const m of others) expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
+    for (const m of others) {
+      expect(checkLean(m)).toBe(false);
+      expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
+    }
+  });
+
+  it('writes every answer the gateway gives on an admitted request itself (the generated encoder only for the rest)', () => {
+    const ok = { headersToRemove: ['x-api-key'], responseHeadersToAdd: [], queryParametersToSet: [], queryParametersToRemove: [] };
+    const answers: CheckResponse[] = [
+      // an admitted chat: provider headers, the rewritten size, the principal and hold
+      { status: { code: 0, message: '', details: [] }, okResponse: { ...ok, headers: [...constants, plainHeader('content-length', '42')] }, dynamicMetadata: { tenant_id: 't', held: '1', leased: '1' } },
+      // the key check before a large body
+      { status: { code: 0, message: '', details: [] }, okResponse: undefined, dynamicMetadata: undefined },
+      // an account route: identity headers, nothing held
+      { status: { code: 0, message: '', details: [] }, okResponse: { ...ok, headers: [plainHeader('x-svc-tenant-id', 't')] }, dynamicMetadata: { tenant_id: 't', n: 1, b: false, none: null, nested: { a: 'b' } } },
+      // a raw value is written as the generated encoder writes it
+      { okResponse: { ...ok, headers: [{ header: { key: 'k', value: '', rawValue: Buffer.from('raw') }, append: undefined, appendAction: 0, keepEmptyValue: false }] } },
+    ];
+    for (const m of answers) {
+      expect(checkLean(m)).toBe(true);
+      expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
+    }
   });
 
   it('copies a constant header already encoded: the same header written by hand gives the same bytes', () => {
     const m = (h: HeaderValueOption): CheckResponse => ({ okResponse: { headers: [h], headersToRemove: [], responseHeadersToAdd: [], queryParametersToSet: [], queryParametersToRemove: [] } });
-    expect(encodeCheckResponse(m(constantHeader('accept-encoding', 'identity')))).toEqual(encodeCheckResponse(m(plainHeader('accept-encoding', 'identity'))));
+    const constant = m(constantHeader('accept-encoding', 'identity'));
+    expect(encodeCheckResponse(constant)).toEqual(encodeCheckResponse(m(plainHeader('accept-encoding', 'identity'))));
+    expect(encodeCheckResponse(constant).equals(reference(constant))).toBe(true); // the object says what its bytes say
     expect(Object.isFrozen(constantHeader('a', 'b').header)).toBe(true);
   });
 });
@@ -177,7 +205,35 @@ describe('the lean ProcessingResponse encoder', () => {
       { ...base, responseHeaders: { response: { status: 0, clearRouteCache: false, trailers: { headers: [] } } } },
       { ...base, responseHeaders: { response: { status: 0, clearRouteCache: false, headerMutation: { setHeaders: [{ header: { key: 'k', value: 'v', rawValue: Buffer.alloc(0) }, append: true, appendAction: 0, keepEmptyValue: false }], removeHeaders: [] } } } },
       { ...base, responseTrailers: { headerMutation: { setHeaders: [{ header: undefined, append: undefined, appendAction: 0, keepEmptyValue: false }], removeHeaders: [] } } },
+      // one header of the lean kind beside one that is not
+      { ...base, requestHeaders: { response: { status: 0, clearRouteCache: false, headerMutation: { setHeaders: [rawHeader('a', 'b'), { header: { key: 'k', value: 'v', rawValue: Buffer.alloc(0) }, append: false, appendAction: 0, keepEmptyValue: false }], removeHeaders: [] } } } },
     ];
-    for (const m of others) expect(encodeProcessingResponse(m).equals(processingReference(m))).toBe(true);
+    for (const m of others) {
+      expect(processingLean(m)).toBe(false);
+      expect(encodeProcessingResponse(m).equals(processingReference(m))).toBe(true);
+    }
+  });
+
+  it('writes every answer of an exchange itself', () => {
+    const common = (c: Omit<CommonResponse, 'status' | 'clearRouteCache'>) => ({ response: { status: 0, clearRouteCache: false, ...c } });
+    const answers: ProcessingResponse[] = [
+      { requestDrain: false, requestBody: common({ headerMutation: { setHeaders: [rawHeader('content-length', '99')], removeHeaders: [] }, bodyMutation: { body: Buffer.from('{}') } }) },
+      { requestDrain: false, responseHeaders: common({ headerMutation: { setHeaders: [rawHeader('x-svc-model', 'svc-core')], removeHeaders: ['server'] } }) },
+      { requestDrain: false, responseBody: common({ bodyMutation: { streamedResponse: { body: Buffer.from('data: x'), endOfStream: true, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } } }), dynamicMetadata: { gateway: { outcome: 'ok', prompt_tokens: 3 } } },
+      { requestDrain: false, responseTrailers: {} },
+      { requestDrain: true, requestTrailers: { headerMutation: { setHeaders: [plainHeader('k', 'v')], removeHeaders: [] } } },
+    ];
+    for (const m of answers) {
+      expect(processingLean(m)).toBe(true);
+      expect(encodeProcessingResponse(m).equals(processingReference(m))).toBe(true);
+    }
+  });
+});
+
+describe('varint sizes', () => {
+  it('match the protobuf writer’s at every boundary', () => {
+    for (const n of [0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 0x1fffff, 0x200000, 0xfffffff, 0x10000000, 0xffffffff]) {
+      expect(varintSize(n)).toBe(new BinaryWriter().uint32(n).finish().length);
+    }
   });
 });

@@ -60,6 +60,27 @@ describe('AdmissionCache', () => {
     c.put('e', body, a, decision); // the expired 'c' is swept to make room
     expect(c.take('e', body)).toBe(a);
     expect(c.take('', body)).toBeUndefined();
+    c.put('', body, a, decision); // a request without an id is not kept
+    expect(c.size).toBe(0);
+    expect(c.decisionOf('')).toBeUndefined();
+  });
+
+  it('an entry lives until, not at, its expiry', () => {
+    let now = 1_000;
+    const c = new AdmissionCache(100, 10, () => now);
+    const a = admitted();
+    c.put('a', body, a, decision);
+    c.put('b', body, a, decision);
+    now += 99;
+    expect(c.decisionOf('a')).toBe(decision);
+    expect(c.take('a', body)).toBe(a);
+    now += 1; // exactly at b's expiry
+    expect(c.decisionOf('b')).toBeUndefined();
+    expect(c.take('b', body)).toBeUndefined();
+    c.put('c', body, a, decision);
+    now += 99;
+    c.put('d', body, a, decision); // sweeps only what has expired: c has 1 ms left
+    expect(c.size).toBe(2);
   });
 
   it('lets go of entries nobody takes as soon as they expire, long before the map is full', () => {

@@ -90,7 +90,7 @@ describe('decodeProcessingRequest', () => {
     expect(got.metadataContext).toBeUndefined();
   });
 
-  it('request phase: fields in any order, repeated, or written twice decode as the generated decoder does', () => {
+  it('fields in any order, repeated, or written twice decode as the generated decoder does (response phases without the start-only fields)', () => {
     /** Each top-level field of a request-phase message on its own (tag and value). */
     const fieldsOf = (m: ProcessingRequest) => {
       const parts: Buffer[] = [];
@@ -107,7 +107,7 @@ describe('decodeProcessingRequest', () => {
     const extra = { md2: Metadata.encode({ filterMetadata: { 'envoy.filters.http.ext_authz': { held: '99', more: 'x' } }, typedFilterMetadata: {} }).finish() };
     fc.assert(
       fc.property(
-        fc.constantFrom('requestHeaders', 'requestBody', 'requestTrailers'),
+        fc.constantFrom(...PHASES),
         fc.boolean(),
         fc.boolean(),
         fc.constantFrom('none', 'metadata', 'observability', 'phase'),
@@ -124,10 +124,10 @@ describe('decodeProcessingRequest', () => {
             [parts[i], parts[j]] = [parts[j]!, parts[i]!];
           }
           const bytes = Buffer.concat(parts);
-          expect(decodeProcessingRequest(bytes)).toEqual(ProcessingRequest.decode(bytes));
+          expect(decodeProcessingRequest(bytes)).toEqual(expected(phase, ProcessingRequest.decode(bytes)));
         },
       ),
-      { numRuns: 500 },
+      { numRuns: 1000 },
     );
   });
 
@@ -145,6 +145,19 @@ describe('decodeProcessingRequest', () => {
     const good = decodeProcessingRequest(bytes);
     expect(good.metadataContext).toBe(good.metadataContext); // decoded once, then kept
     expect(good.metadataContext?.filterMetadata['envoy.filters.http.ext_authz']).toMatchObject({ held: '1200' });
+  });
+
+  it('request phase: a phase written before and after the metadata: the later one, as the generated decoder reads it', () => {
+    const part = (m: Partial<ProcessingRequest>) => Buffer.from(ProcessingRequest.encode({ attributes: {}, observabilityMode: false, ...m } as ProcessingRequest).finish());
+    const bytes = Buffer.concat([
+      part({ requestBody: { body: Buffer.from('first'), endOfStream: true, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } }),
+      part({ metadataContext: metadata as never }),
+      part({ requestBody: { body: Buffer.from('second'), endOfStream: false, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } }),
+    ]);
+    const got = decodeProcessingRequest(bytes);
+    expect(got).toEqual(ProcessingRequest.decode(bytes));
+    expect(got.requestBody?.body.toString()).toBe('second');
+    expect(got.requestBody?.endOfStream).toBe(false); // the whole later message, not a merge
   });
 
   it('rejects a truncated message like the generated decoder', () => {

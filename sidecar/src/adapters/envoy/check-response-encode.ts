@@ -32,10 +32,11 @@ const generated = reusedWriterSerializer(CheckResponse.encode);
 
 /** The gRPC serializer of ext_authz answers. */
 export function encodeCheckResponse(message: CheckResponse): Buffer {
-  return isLean(message) ? encodeLean(message) : generated(message);
+  return encodesLean(message) ? encodeLean(message) : generated(message);
 }
 
-function isLean(m: CheckResponse): boolean {
+/** Whether this answer is written here (else by the generated encoder, to the same bytes). */
+export function encodesLean(m: CheckResponse): boolean {
   if (m.deniedResponse !== undefined || m.errorResponse !== undefined) return false;
   const s = m.status;
   if (s !== undefined && (s.code !== 0 || s.message !== '' || s.details.length !== 0)) return false;

@@ -58,8 +58,10 @@ export function decodeProcessingRequest(buf: Uint8Array): ProcessingRequest {
 /**
  * The message without its metadata_context, read as two runs of one reader (the
  * body is not copied to join them), then the metadata as a property decoded on
- * first read. A field other than the attributes map found in both runs would
- * have to merge: then the whole message goes to the generated decoder.
+ * first read. The runs join as the generated decoder reads one message: the
+ * attributes map gains the later entries, a later message field replaces an
+ * earlier one; a bool set in the first run cannot be told from one the second
+ * run leaves unset, so then the whole message goes to the generated decoder.
  */
 function withLazyMetadata(buf: Uint8Array, md: { start: number; value: number; end: number }): ProcessingRequest {
   const reader = new BinaryReader(buf);
@@ -72,10 +74,7 @@ function withLazyMetadata(buf: Uint8Array, md: { start: number; value: number; e
       // A bool's last value wins; one written in the head too cannot be told from a default.
       if (head.observabilityMode) return ProcessingRequest.decode(buf);
       head.observabilityMode = tail.observabilityMode;
-    } else if (tail[key] !== undefined) {
-      if (head[key] !== undefined) return ProcessingRequest.decode(buf);
-      (head as unknown as Record<string, unknown>)[key] = tail[key];
-    }
+    } else if (tail[key] !== undefined) (head as unknown as Record<string, unknown>)[key] = tail[key]; // a later message field replaces, as in the generated decoder
   }
   let decoded: ProcessingRequest['metadataContext'] | null = null;
   Object.defineProperty(head, 'metadataContext', {

@@ -26,7 +26,7 @@ const generated = reusedWriterSerializer(Generated.encode);
 
 /** The gRPC serializer of ext_proc answers. */
 export function encodeProcessingResponse(message: ProcessingResponse): Buffer {
-  return isLean(message) ? encodeLean(message) : generated(message);
+  return encodesLean(message) ? encodeLean(message) : generated(message);
 }
 
 /** The phases' answers in the generated encoder's order: field tag, and whether it is a trailers answer. */
@@ -39,7 +39,8 @@ const PHASES = [
   ['responseTrailers', 0x32, true],
 ] as const;
 
-function isLean(m: ProcessingResponse): boolean {
+/** Whether this answer is written here (else by the generated encoder, to the same bytes). */
+export function encodesLean(m: ProcessingResponse): boolean {
   if (m.immediateResponse !== undefined || m.streamedImmediateResponse !== undefined || m.modeOverride !== undefined || m.overrideMessageTimeout !== undefined) return false;
   if (m.dynamicMetadata !== undefined && !leanStruct(m.dynamicMetadata)) return false;
   for (const [phase, , trailers] of PHASES) {
