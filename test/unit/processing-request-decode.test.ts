@@ -1,7 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
-import { decodeProcessingRequest } from '../../sidecar/src/adapters/envoy/processing-request-decode.js';
+import { decodeProcessingRequest as decodeLean, forwardedMetadata } from '../../sidecar/src/adapters/envoy/processing-request-decode.js';
+
+/** The decoded message as the sidecar reads it: the metadata through forwardedMetadata (kept as bytes until asked for). */
+function decodeProcessingRequest(bytes: Uint8Array): ProcessingRequest {
+  const m = decodeLean(bytes);
+  // Its fields only (the kept bytes sit under a symbol, not a field).
+  return { ...(Object.fromEntries(Object.entries(m)) as unknown as ProcessingRequest), metadataContext: forwardedMetadata(m) };
+}
 import { ProcessingRequest } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 import { Metadata } from '../../sidecar/src/generated/envoy/config/core/v3/base.js';
 
@@ -131,20 +138,25 @@ describe('decodeProcessingRequest', () => {
     );
   });
 
-  it('request phase: the metadata is decoded when first read, once (never, when the exchange starts from the cache)', () => {
+  it('request phase: the metadata is decoded when first asked for, once (never, when the exchange starts from the cache)', () => {
     const m = message('requestBody', Buffer.from('{}'), true, { metadata: true, attributes: true });
     const bytes = Buffer.from(ProcessingRequest.encode(m).finish());
     // Spoil the metadata's first inner byte: only a read of it can fail.
     const at = bytes.indexOf(Buffer.from('envoy.filters.http.ext_authz')) - 2;
     const spoiled = Buffer.from(bytes);
     spoiled[at] = 0xff;
-    const got = decodeProcessingRequest(spoiled);
+    const got = decodeLean(spoiled);
     expect(got.requestBody?.body.toString()).toBe('{}');
     expect(got.attributes['envoy.filters.http.ext_proc']).toMatchObject({ 'request.id': 'req-1' });
-    expect(() => got.metadataContext).toThrow();
-    const good = decodeProcessingRequest(bytes);
-    expect(good.metadataContext).toBe(good.metadataContext); // decoded once, then kept
-    expect(good.metadataContext?.filterMetadata['envoy.filters.http.ext_authz']).toMatchObject({ held: '1200' });
+    expect(got.metadataContext).toBeUndefined();
+    expect(() => forwardedMetadata(got)).toThrow();
+    const good = decodeLean(bytes);
+    expect(forwardedMetadata(good)).toBe(forwardedMetadata(good)); // decoded once, then kept
+    expect(forwardedMetadata(good)?.filterMetadata['envoy.filters.http.ext_authz']).toMatchObject({ held: '1200' });
+    // A message built whole (the generated decoder's, a test's) answers with its own.
+    const whole = ProcessingRequest.decode(bytes);
+    expect(forwardedMetadata(whole)).toBe(whole.metadataContext);
+    expect(forwardedMetadata(decodeLean(ProcessingRequest.encode(message('requestBody', Buffer.from('{}'), true, { metadata: false, attributes: true })).finish()))).toBeUndefined();
   });
 
   it('request phase: a phase written before and after the metadata: the later one, as the generated decoder reads it', () => {

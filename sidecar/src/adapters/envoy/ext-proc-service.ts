@@ -13,6 +13,7 @@ import { AUTHZ_NAMESPACE, holdFromMetadata, principalFromMetadata } from './auth
 /** Key of the attributes Envoy sends to ext_proc (request.id, request.path, request.method). */
 const EXT_PROC_NAMESPACE = 'envoy.filters.http.ext_proc';
 import { headerMapToRecord, toHeaderMutation } from './headers.js';
+import { forwardedMetadata } from './processing-request-decode.js';
 
 type Phase = 'requestHeaders' | 'requestBody' | 'responseHeaders' | 'responseBody';
 
@@ -293,7 +294,7 @@ function accessLogFields(s: ExchangeSummary): Record<string, string | number> {
 
 /** What ext_authz left for this request in dynamic metadata: the principal and the hold. */
 function gateDecision(req: ProcessingRequest) {
-  const md = req.metadataContext?.filterMetadata[AUTHZ_NAMESPACE];
+  const md = forwardedMetadata(req)?.filterMetadata[AUTHZ_NAMESPACE];
   return { principal: principalFromMetadata(md), ...holdFromMetadata(md) };
 }
 
