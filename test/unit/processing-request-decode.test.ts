@@ -172,6 +172,34 @@ describe('decodeProcessingRequest', () => {
     expect(got.requestBody?.endOfStream).toBe(false); // the whole later message, not a merge
   });
 
+  it('a tag it does not expect (an unknown field, a known one of another wire type): the generated decoder, response phases still without metadata and attributes', () => {
+    const unknown = Buffer.from([0xa0, 0x01, 0x07]); // field 20, varint 7
+    const wrongType = Buffer.from([0x20, 0x01]); // request_body (4) as a varint
+    for (const phase of PHASES) {
+      for (const odd of [unknown, wrongType]) {
+        const bytes = Buffer.concat([Buffer.from(ProcessingRequest.encode(message(phase, Buffer.from('{"a":1}'), true, { metadata: true, attributes: true })).finish()), odd]);
+        const got = decodeProcessingRequest(bytes);
+        expect(got).toEqual(expected(phase, ProcessingRequest.decode(bytes)));
+        if (!isResponse(phase)) expect(got.metadataContext?.filterMetadata['envoy.filters.http.ext_authz']).toMatchObject({ held: '1200' });
+      }
+    }
+  });
+
+  it('an attribute entry without a value is left out, as the generated decoder leaves it out', () => {
+    const bytes = Buffer.concat([
+      Buffer.from(ProcessingRequest.encode(message('requestBody', Buffer.from('{}'), true, { metadata: false, attributes: true })).finish()),
+      Buffer.from([0x4a, 0x03, 0x0a, 0x01, 0x6b]), // attributes = 9: { key: "k" }, no value
+    ]);
+    expect(Object.keys(decodeLean(bytes).attributes)).toEqual(Object.keys(ProcessingRequest.decode(bytes).attributes));
+    expect(Object.keys(decodeLean(bytes).attributes)).toEqual(['envoy.filters.http.ext_proc']);
+  });
+
+  it('a metadata field longer than the message: premature EOF, as the generated decoder says', () => {
+    const bytes = Buffer.from([0x42, 0x05, 0x0a, 0x00]); // metadata_context = 8 of 5 bytes, 2 there
+    expect(() => decodeLean(bytes)).toThrow(/premature EOF/);
+    expect(() => ProcessingRequest.decode(bytes)).toThrow(/premature EOF/);
+  });
+
   it('rejects a truncated message like the generated decoder', () => {
     const bytes = ProcessingRequest.encode(message('responseBody', Buffer.from('abcdef'), false, { metadata: true, attributes: false })).finish();
     expect(() => decodeProcessingRequest(bytes.subarray(0, bytes.length - 3))).toThrow();
