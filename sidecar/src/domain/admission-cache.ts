@@ -10,6 +10,9 @@ type Admitted = Extract<Admission, { ok: true }>;
  * of the same size; anything missing (another instance ran ext_authz, or the
  * entry expired) is simply admitted again. The gate's decision (principal and
  * hold) travels with it, so ext_proc need not decode the copy Envoy forwards.
+ * Entries are keyed by Envoy's request id, which Envoy generates for every
+ * request (a UUID; preserve_external_request_id off): a client cannot pick
+ * another request's.
  */
 export class AdmissionCache {
   private readonly entries = new Map<string, { bytes: number; admission: Admitted; decision: GateDecision; until: number }>();

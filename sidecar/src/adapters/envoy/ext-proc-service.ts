@@ -9,11 +9,11 @@ import type {
   ProcessingResponse,
 } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { AUTHZ_NAMESPACE, holdFromMetadata, principalFromMetadata } from './authz-service.js';
+import { headerMapToRecord, toHeaderMutation } from './headers.js';
+import { forwardedMetadata } from './processing-request-decode.js';
 
 /** Key of the attributes Envoy sends to ext_proc (request.id, request.path, request.method). */
 const EXT_PROC_NAMESPACE = 'envoy.filters.http.ext_proc';
-import { headerMapToRecord, toHeaderMutation } from './headers.js';
-import { forwardedMetadata } from './processing-request-decode.js';
 
 type Phase = 'requestHeaders' | 'requestBody' | 'responseHeaders' | 'responseBody';
 

@@ -1,11 +1,10 @@
-import type {
-  BodyMutation,
-  CommonResponse,
-  HeaderMutation,
+import {
   ProcessingResponse,
-  StreamedBodyResponse,
+  type BodyMutation,
+  type CommonResponse,
+  type HeaderMutation,
+  type StreamedBodyResponse,
 } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
-import { ProcessingResponse as Generated } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { reusedWriterSerializer } from '../grpc-codec.js';
 import { bytes, field, headerOptionSize, leanHeader, leanStruct, str, structSize, tagLength, utf8, writeHeaderOption, writeStruct, type LeanObject } from './wire-write.js';
 
@@ -22,7 +21,7 @@ import { bytes, field, headerOptionSize, leanHeader, leanStruct, str, structSize
  * encoder.
  */
 
-const generated = reusedWriterSerializer(Generated.encode);
+const generated = reusedWriterSerializer(ProcessingResponse.encode);
 
 /** The gRPC serializer of ext_proc answers. */
 export function encodeProcessingResponse(message: ProcessingResponse): Buffer {
