@@ -32,6 +32,7 @@ export function decodeProcessingRequest(buf: Uint8Array): ProcessingRequest {
   const reader = new BinaryReader(buf);
   let metadata: Uint8Array | undefined;
   let responsePhase = false;
+  // The generated decoder's empty message, field for field (its createBase is not exported).
   const m: ProcessingRequest = {
     requestHeaders: undefined,
     responseHeaders: undefined,

@@ -6,7 +6,7 @@ import {
   type StreamedBodyResponse,
 } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { reusedWriterSerializer } from '../grpc-codec.js';
-import { bytes, field, headerOptionSize, leanHeader, leanStruct, str, structSize, tagLength, utf8, writeHeaderOption, writeStruct, type LeanObject } from './wire-write.js';
+import { bytes, field, headerOptionSize, leanHeader, leanStruct, str, structSize, tagLength, utf8, varintSize, writeHeaderOption, writeStruct, type LeanObject } from './wire-write.js';
 
 /**
  * ext_proc's answers, encoded without the generated code's writer: what the
@@ -75,14 +75,12 @@ function bodyMutationSize(b: BodyMutation): number {
 
 function commonSize(c: CommonResponse): number {
   return (
-    (c.status !== 0 ? 1 + varint(c.status) : 0) +
+    (c.status !== 0 ? 1 + varintSize(c.status) : 0) +
     (c.headerMutation ? field(mutationSize(c.headerMutation)) : 0) +
     (c.bodyMutation ? field(bodyMutationSize(c.bodyMutation)) : 0) +
     (c.clearRouteCache ? 2 : 0)
   );
 }
-
-const varint = (n: number): number => field(n) - n - 1;
 
 /** A phase answer's bytes: { response = 1: CommonResponse } or, for trailers, { header_mutation = 1 }. */
 function phaseSize(p: object, trailers: boolean): number {
