@@ -22,12 +22,16 @@
  *                                        PROFILE_CONCURRENCY (default 4) connections,
  *                                        PROFILE_SLICED=1 streams sliced as the bench's sliced rows (1-500 bytes 1 ms apart, seeds in order),
  *                                        PROFILE_TOP (default 25) rows, PROFILE_INTERVAL_US (default 200) sampling interval,
- *                                        PROFILE_KEEP=1 keeps the .cpuprofile
+ *                                        PROFILE_KEEP=1 keeps the .cpuprofile,
+ *                                        PROFILE_CONFIG='{"log":{"level":"warn"}}' merged over the
+ *                                        gateway's configuration (what one feature costs, run beside
+ *                                        the default)
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGateway } from '../harness/gateway.js';
+import { mergeConfig } from '../../sidecar/src/config/load.js';
 import { SequentialClient, StreamClient, countDataEvents } from './latency.js';
 import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
@@ -174,7 +178,8 @@ async function parallel(n: number, make: () => { run: () => Promise<void>; close
 async function main(): Promise<void> {
   const profDir = mkdtempSync(join(tmpdir(), 'gw-profile-'));
   const spec = GATEWAY_VARIANTS.credit;
-  const gw = await startGateway({ ...spec.options, nodeArgs: CPU_ONLY ? {} : { sidecar: ['--cpu-prof', '--cpu-prof-interval', String(INTERVAL_US), '--cpu-prof-dir', profDir] } });
+  const config = process.env.PROFILE_CONFIG ? mergeConfig(spec.options.config ?? {}, JSON.parse(process.env.PROFILE_CONFIG) as Record<string, unknown>) : spec.options.config;
+  const gw = await startGateway({ ...spec.options, config, nodeArgs: CPU_ONLY ? {} : { sidecar: ['--cpu-prof', '--cpu-prof-interval', String(INTERVAL_US), '--cpu-prof-dir', profDir] } });
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
@@ -217,7 +222,7 @@ async function main(): Promise<void> {
     events = 0;
 
     const out: string[] = [];
-    out.push(`sidecar ${CPU_ONLY ? 'CPU' : 'profile'}: store redis, credit check on, ${CONCURRENCY} connections${SLICED ? ', sliced streams' : ''}`);
+    out.push(`sidecar ${CPU_ONLY ? 'CPU' : 'profile'}: store redis, credit check on, ${CONCURRENCY} connections${SLICED ? ', sliced streams' : ''}${process.env.PROFILE_CONFIG ? `, config ${process.env.PROFILE_CONFIG}` : ''}`);
     let t0 = 0;
     let t1 = 0;
     let t2 = 0;

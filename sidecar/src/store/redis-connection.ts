@@ -2,11 +2,13 @@ import type { Socket } from 'node:net';
 import { Cluster, Redis, ReplyError } from 'ioredis';
 import { StoreUnavailableError } from './contract.js';
 import type { RedisClientOptions } from './redis-client-options.js';
+import { CommandDeadlines } from './command-deadlines.js';
 
 /**
  * An ioredis connection with the store's failure policy (the key store and
  * the ledger each open one): no offline queue (fail fast), no automatic resend of
- * unanswered commands, a per-command timeout, reconnect forever with a short
+ * unanswered commands, a per-command timeout (kept by connectRedis itself, not
+ * by ioredis: command-deadlines.ts), reconnect forever with a short
  * backoff; every failure to use Redis becomes StoreUnavailableError.
  */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000;
@@ -67,8 +69,9 @@ const reconnectDelay = (times: number): number => Math.min(RECONNECT_BASE_MS * 2
 
 /**
  * A new client for the target. `failFast`: the store's policy (no offline
- * queue, at most one retry, no resend after a reconnect, per-command timeout);
- * without it (the pub/sub subscriber) commands wait for the connection.
+ * queue, at most one retry, no resend after a reconnect); without it (the
+ * pub/sub subscriber) commands wait for the connection. `commandTimeoutMs`:
+ * ioredis's own timer per command (connectRedis keeps the timeout itself).
  */
 export function newRedisClient(
   target: RedisTarget,
@@ -158,7 +161,9 @@ export function connectRedis(
   target: RedisTarget,
   opts: { connectTimeoutMs: number; commandTimeoutMs: number; client?: RedisClientOptions | undefined },
 ): RedisConnection {
-  const client = newRedisClient(target, { ...opts, failFast: true });
+  // The per-command timeout is kept here, not by ioredis (command-deadlines.ts).
+  const client = newRedisClient(target, { connectTimeoutMs: opts.connectTimeoutMs, failFast: true, client: opts.client });
+  const deadlines = new CommandDeadlines(opts.commandTimeoutMs);
   // Connection errors are reported through the commands that fail; without a
   // listener ioredis would print "Unhandled error event" for each attempt.
   client.on('error', () => {});
@@ -181,16 +186,36 @@ export function connectRedis(
     client.on('close', done);
   });
 
+  /** Runs op now (its commands are written in this turn: corked() relies on it), failing it at its deadline. */
+  const run = <T>(op: () => Promise<T>): Promise<T> => {
+    let sent: Promise<T>;
+    try {
+      sent = op();
+    } catch (err) {
+      return Promise.reject(toStoreError(err));
+    }
+    return new Promise<T>((resolve, reject) => {
+      const fail = (err: Error): void => reject(new StoreUnavailableError(err));
+      const slot = deadlines.watch(fail);
+      sent.then(
+        (value) => {
+          deadlines.done(slot, fail);
+          resolve(value);
+        },
+        (err: unknown) => {
+          deadlines.done(slot, fail);
+          reject(toStoreError(err));
+        },
+      );
+    });
+  };
+
   let closing: Promise<void> | null = null;
   return {
     client,
-    async redis<T>(op: () => Promise<T>): Promise<T> {
-      if (starting !== null) await starting;
-      try {
-        return await op();
-      } catch (err) {
-        throw toStoreError(err);
-      }
+    redis<T>(op: () => Promise<T>): Promise<T> {
+      const wait = starting;
+      return wait === null ? run(op) : wait.then(() => run(op));
     },
     close() {
       closing ??= (async () => {

@@ -96,20 +96,39 @@ export interface ExtProcDeps {
   readonly onFailure?: () => void;
 }
 
-/** The exchanges this process is serving now. */
+/**
+ * The exchanges this process is serving now: each one's ender in a slot of an
+ * array that only grows (to the most exchanges ever open at once), a freed
+ * slot emptied and reused. Not a Set: a Set that gains and loses an entry per
+ * request rebuilds its table every few requests, and a table the young
+ * generation had already promoted keeps pointing at the enders it held (each
+ * closing over its whole gRPC call) after it is dropped, so the garbage
+ * collector copied and promoted every call with it until the next full
+ * collection (docs/benchmark.md, session 18: 9.0 → 2.9 KB promoted per JSON chat).
+ */
 export class LiveExchanges {
-  private readonly enders = new Set<() => void>();
+  private readonly slots: Array<(() => void) | undefined> = [];
+  private readonly free: number[] = [];
+  private count = 0;
 
   get size(): number {
-    return this.enders.size;
+    return this.count;
   }
 
-  add(end: () => void): void {
-    this.enders.add(end);
+  /** Adds an exchange's ender; the slot returned removes it again (delete). */
+  add(end: () => void): number {
+    const slot = this.free.pop() ?? this.slots.length;
+    this.slots[slot] = end;
+    this.count++;
+    return slot;
   }
 
-  delete(end: () => void): void {
-    this.enders.delete(end);
+  /** Removes `end` from its slot; a slot already emptied (or reused by another exchange) is left alone. */
+  delete(slot: number, end: () => void): void {
+    if (this.slots[slot] !== end) return;
+    this.slots[slot] = undefined;
+    this.free.push(slot);
+    this.count--;
   }
 
   /**
@@ -117,7 +136,7 @@ export class LiveExchanges {
    * it delivered), anything else is given back to Envoy as failed (its hold released).
    */
   endAll(): void {
-    for (const end of [...this.enders]) end();
+    for (const end of this.slots.slice()) end?.();
   }
 }
 
@@ -135,7 +154,7 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         // The settlement starts here, before the answer just written leaves this tick: it is
         // recorded now (a crash can then never leave a delivered answer unbilled) and written
         // to the store once the answer has left (Billing.finish). `finished` keeps it to once.
-        deps.live?.delete(endNow);
+        if (slot !== undefined) deps.live?.delete(slot, endNow);
         try {
           deps.onSummary(s);
         } catch (err) {
@@ -152,7 +171,7 @@ export function createExternalProcessorService(deps: ExtProcDeps): ExternalProce
         finish(true);
         call.emit('error', { code: status.UNAVAILABLE, details: 'the gateway is stopping' });
       };
-      deps.live?.add(endNow);
+      const slot = deps.live?.add(endNow);
 
       const fail = (err: unknown) => {
         if (stall) clearTimeout(stall);

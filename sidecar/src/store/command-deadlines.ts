@@ -1,0 +1,77 @@
+/**
+ * The store's per-command timeout, kept without a timer per command: each
+ * command under way holds a slot of two arrays that only grow (its deadline
+ * and how to fail it), and one interval, running only while commands are
+ * under way, fails those past their deadline. A command therefore gives up
+ * between `timeoutMs` and `timeoutMs` plus one check interval (a tenth of it)
+ * after it was sent.
+ *
+ * Why not ioredis's own `commandTimeout`: it arms a Node timer per command
+ * and, on the reply, deletes the command's timer property, which turns every
+ * command object into a dictionary; under load those timers and commands were
+ * the second largest source of objects the garbage collector promoted
+ * (docs/benchmark.md, session 18). The failure is the same: the command's
+ * promise is rejected, the command itself stays in the client's queue until
+ * its reply (ignored) or the connection's end.
+ */
+export class CommandDeadlines {
+  private readonly due: number[] = [];
+  private readonly fails: Array<((err: Error) => void) | undefined> = [];
+  private readonly free: number[] = [];
+  private open = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly checkEveryMs: number;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.checkEveryMs = Math.max(5, Math.ceil(timeoutMs / 10));
+  }
+
+  /** Commands being watched now. */
+  get size(): number {
+    return this.open;
+  }
+
+  /** Watches a command sent now: `fail` runs once its deadline has passed, unless done() came first. */
+  watch(fail: (err: Error) => void): number {
+    const slot = this.free.pop() ?? this.fails.length;
+    this.fails[slot] = fail;
+    this.due[slot] = this.now() + this.timeoutMs;
+    this.open++;
+    if (this.timer === null) {
+      this.timer = setInterval(() => this.check(), this.checkEveryMs);
+      this.timer.unref();
+    }
+    return slot;
+  }
+
+  /** The command answered (or failed) in time: its slot is freed. A slot failed or reused since is left alone. */
+  done(slot: number, fail: (err: Error) => void): void {
+    if (this.fails[slot] !== fail) return;
+    this.release(slot);
+  }
+
+  /** Fails every command past its deadline; stops the interval once none is under way. */
+  check(): void {
+    if (this.open === 0) {
+      if (this.timer !== null) clearInterval(this.timer);
+      this.timer = null;
+      return;
+    }
+    const now = this.now();
+    for (let slot = 0; slot < this.fails.length; slot++) {
+      const fail = this.fails[slot];
+      if (fail === undefined || (this.due[slot] as number) > now) continue;
+      this.release(slot);
+      fail(new Error('Command timed out'));
+    }
+  }
+
+  private release(slot: number): void {
+    this.fails[slot] = undefined;
+    this.free.push(slot);
+    this.open--;
+  }
+}
