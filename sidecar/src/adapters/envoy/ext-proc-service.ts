@@ -100,11 +100,12 @@ export interface ExtProcDeps {
  * The exchanges this process is serving now: each one's ender in a slot of an
  * array that only grows (to the most exchanges ever open at once), a freed
  * slot emptied and reused. Not a Set: a Set that gains and loses an entry per
- * request rebuilds its table every few requests, and a table the young
- * generation had already promoted keeps pointing at the enders it held (each
- * closing over its whole gRPC call) after it is dropped, so the garbage
- * collector copied and promoted every call with it until the next full
- * collection (docs/benchmark.md, session 18: 9.0 → 2.9 KB promoted per JSON chat).
+ * request rebuilds its table every few dozen requests, and a dropped table
+ * that had lived long enough to be promoted keeps pointing at the enders it
+ * held (each closing over its whole gRPC call) until the next full
+ * collection, so every scavenge kept those calls and promoted them
+ * (docs/benchmark.md, session 18: promoted per JSON chat 9.4 → 3.4–4.5 KB
+ * with the store's command deadlines).
  */
 export class LiveExchanges {
   private readonly slots: Array<(() => void) | undefined> = [];
