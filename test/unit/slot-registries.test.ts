@@ -4,7 +4,7 @@
 // their deadline. Each is checked against a plain model over random
 // sequences of operations, and on the cases that matter by hand.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LiveExchanges } from '../../sidecar/src/adapters/envoy/ext-proc-service.js';
 import { CommandDeadlines } from '../../sidecar/src/store/command-deadlines.js';
 
@@ -118,6 +118,36 @@ describe('CommandDeadlines', () => {
     expect(d.size).toBe(1);
     d.done(sc, fc2);
     expect(d.size).toBe(0);
+  });
+
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('looks every tenth of the timeout, at least every 5 ms', () => {
+    expect(new CommandDeadlines(1_000).checkEveryMs).toBe(100);
+    expect(new CommandDeadlines(1_005).checkEveryMs).toBe(101);
+    expect(new CommandDeadlines(20).checkEveryMs).toBe(5);
+  });
+
+  it('runs one interval while commands are under way and none once idle', () => {
+    vi.useFakeTimers();
+    const d = new CommandDeadlines(1_000, () => Date.now());
+    const fails = [() => {}, () => {}, () => {}];
+    const slots = fails.map((f) => d.watch(f));
+    expect(vi.getTimerCount()).toBe(1);
+    fails.forEach((f, i) => d.done(slots[i] as number, f));
+    vi.advanceTimersByTime(100); // the next look finds nothing under way
+    expect(vi.getTimerCount()).toBe(0);
+    const failed: string[] = [];
+    d.watch((e) => failed.push(e.message));
+    expect(vi.getTimerCount()).toBe(1);
+    vi.advanceTimersByTime(999);
+    expect(failed).toEqual([]);
+    vi.advanceTimersByTime(100); // the first look at or after the deadline
+    expect(failed).toEqual(['Command timed out']);
+    vi.advanceTimersByTime(100);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it('gives up through its own interval within timeout + a tenth, and stops the interval when idle', async () => {

@@ -20,7 +20,8 @@ export class CommandDeadlines {
   private readonly free: number[] = [];
   private open = 0;
   private timer: NodeJS.Timeout | null = null;
-  private readonly checkEveryMs: number;
+  /** How often the interval looks: a tenth of the timeout, at least every 5 ms. */
+  readonly checkEveryMs: number;
 
   constructor(
     private readonly timeoutMs: number,

@@ -137,7 +137,8 @@ export class LiveExchanges {
    * it delivered), anything else is given back to Envoy as failed (its hold released).
    */
   endAll(): void {
-    for (const end of this.slots.slice()) end?.();
+    // An ender empties its own slot (the array keeps its length); none adds one.
+    for (const end of this.slots) end?.();
   }
 }
 
