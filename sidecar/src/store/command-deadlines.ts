@@ -12,7 +12,9 @@
  * the second largest source of objects the garbage collector promoted
  * (docs/benchmark.md, session 18). The failure is the same: the command's
  * promise is rejected, the command itself stays in the client's queue until
- * its reply (ignored) or the connection's end.
+ * its reply (ignored) or the connection's end. connectRedis watches each
+ * store operation (one script, one pipeline, or the commands a listing sends
+ * at once) where ioredis timed each command.
  */
 export class CommandDeadlines {
   private readonly due: number[] = [];
