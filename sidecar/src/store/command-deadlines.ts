@@ -1,7 +1,9 @@
+import { Slots } from '../util/slots.js';
+
 /**
  * The store's per-command timeout, kept without a timer per command: each
- * command under way holds a slot of two arrays that only grow (its deadline
- * and how to fail it), and one interval, running only while commands are
+ * command under way holds a slot (util/slots.ts) with its deadline and how to
+ * fail it, and one interval, running only while commands are
  * under way, fails those past their deadline. A command therefore gives up
  * between `timeoutMs` and `timeoutMs` plus one check interval (a tenth of it)
  * after it was sent.
@@ -17,10 +19,9 @@
  * at once) where ioredis timed each command.
  */
 export class CommandDeadlines {
+  private readonly fails = new Slots<(err: Error) => void>();
+  /** Each watched command's deadline, by its slot. */
   private readonly due: number[] = [];
-  private readonly fails: Array<((err: Error) => void) | undefined> = [];
-  private readonly free: number[] = [];
-  private open = 0;
   private timer: NodeJS.Timeout | null = null;
   /** How often the interval looks: a tenth of the timeout, at least every 5 ms. */
   readonly checkEveryMs: number;
@@ -34,15 +35,13 @@ export class CommandDeadlines {
 
   /** Commands being watched now. */
   get size(): number {
-    return this.open;
+    return this.fails.size;
   }
 
   /** Watches a command sent now: `fail` runs once its deadline has passed, unless done() came first. */
   watch(fail: (err: Error) => void): number {
-    const slot = this.free.pop() ?? this.fails.length;
-    this.fails[slot] = fail;
+    const slot = this.fails.add(fail);
     this.due[slot] = this.now() + this.timeoutMs;
-    this.open++;
     if (this.timer === null) {
       this.timer = setInterval(() => this.check(), this.checkEveryMs);
       this.timer.unref();
@@ -52,29 +51,21 @@ export class CommandDeadlines {
 
   /** The command answered (or failed) in time: its slot is freed. A slot failed or reused since is left alone. */
   done(slot: number, fail: (err: Error) => void): void {
-    if (this.fails[slot] !== fail) return;
-    this.release(slot);
+    this.fails.delete(slot, fail);
   }
 
   /** Fails every command past its deadline; stops the interval once none is under way. */
   check(): void {
-    if (this.open === 0) {
+    if (this.fails.size === 0) {
       if (this.timer !== null) clearInterval(this.timer);
       this.timer = null;
       return;
     }
     const now = this.now();
-    for (let slot = 0; slot < this.fails.length; slot++) {
-      const fail = this.fails[slot];
-      if (fail === undefined || (this.due[slot] as number) > now) continue;
-      this.release(slot);
+    this.fails.forEach((fail, slot) => {
+      if ((this.due[slot] as number) > now) return;
+      this.fails.delete(slot, fail);
       fail(new Error('Command timed out'));
-    }
-  }
-
-  private release(slot: number): void {
-    this.fails[slot] = undefined;
-    this.free.push(slot);
-    this.open--;
+    });
   }
 }

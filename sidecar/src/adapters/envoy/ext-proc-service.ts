@@ -11,6 +11,7 @@ import type {
 import { AUTHZ_NAMESPACE, holdFromMetadata, principalFromMetadata } from './authz-service.js';
 import { headerMapToRecord, toHeaderMutation } from './headers.js';
 import { forwardedMetadata } from './processing-request-decode.js';
+import { Slots } from '../../util/slots.js';
 
 /** Key of the attributes Envoy sends to ext_proc (request.id, request.path, request.method). */
 const EXT_PROC_NAMESPACE = 'envoy.filters.http.ext_proc';
@@ -96,49 +97,14 @@ export interface ExtProcDeps {
   readonly onFailure?: () => void;
 }
 
-/**
- * The exchanges this process is serving now: each one's ender in a slot of an
- * array that only grows (to the most exchanges ever open at once), a freed
- * slot emptied and reused. Not a Set: a Set that gains and loses an entry per
- * request rebuilds its table every few dozen requests, and a dropped table
- * that had lived long enough to be promoted keeps pointing at the enders it
- * held (each closing over its whole gRPC call) until the next full
- * collection, so every scavenge kept those calls and promoted them
- * (docs/benchmark.md, session 18: promoted per JSON chat 9.4 → 3.4–4.5 KB
- * with the store's command deadlines).
- */
-export class LiveExchanges {
-  private readonly slots: Array<(() => void) | undefined> = [];
-  private readonly free: number[] = [];
-  private count = 0;
-
-  get size(): number {
-    return this.count;
-  }
-
-  /** Adds an exchange's ender; the slot returned removes it again (delete). */
-  add(end: () => void): number {
-    const slot = this.free.pop() ?? this.slots.length;
-    this.slots[slot] = end;
-    this.count++;
-    return slot;
-  }
-
-  /** Removes `end` from its slot; a slot already emptied (or reused by another exchange) is left alone. */
-  delete(slot: number, end: () => void): void {
-    if (this.slots[slot] !== end) return;
-    this.slots[slot] = undefined;
-    this.free.push(slot);
-    this.count--;
-  }
-
+/** The exchanges this process is serving now: each one's ender, in a slot the exchange keeps (util/slots.ts says why not a Set). */
+export class LiveExchanges extends Slots<() => void> {
   /**
    * A stop's drain deadline: a stream ends with the error event (charged for what
    * it delivered), anything else is given back to Envoy as failed (its hold released).
    */
   endAll(): void {
-    // An ender empties its own slot (the array keeps its length); none adds one.
-    for (const end of this.slots) end?.();
+    this.forEach((end) => end());
   }
 }
 
