@@ -12,9 +12,9 @@ describe('LiveExchanges', () => {
   it('counts, removes by slot and ends every exchange still listed', () => {
     const live = new LiveExchanges();
     const ended: string[] = [];
-    const a = () => ended.push('a');
-    const b = () => ended.push('b');
-    const c = () => ended.push('c');
+    const a = { endNow: () => ended.push('a') };
+    const b = { endNow: () => ended.push('b') };
+    const c = { endNow: () => ended.push('c') };
     const sa = live.add(a);
     const sb = live.add(b);
     live.add(c);
@@ -24,7 +24,7 @@ describe('LiveExchanges', () => {
     live.delete(sb, b); // twice: nothing more
     expect(live.size).toBe(2);
     // The freed slot is reused; the old token no longer removes its new holder.
-    const d = () => ended.push('d');
+    const d = { endNow: () => ended.push('d') };
     expect(live.add(d)).toBe(sb);
     live.delete(sb, b);
     expect(live.size).toBe(3);
@@ -33,13 +33,15 @@ describe('LiveExchanges', () => {
     expect(ended.sort()).toEqual(['c', 'd']);
   });
 
-  it('endAll copes with enders that remove themselves (as the adapter does)', () => {
+  it('endAll copes with exchanges that remove themselves (as the adapter does)', () => {
     const live = new LiveExchanges();
     const calls: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const end = () => {
-        calls.push(i);
-        live.delete(slot, end);
+      const end = {
+        endNow: () => {
+          calls.push(i);
+          live.delete(slot, end);
+        },
       };
       const slot = live.add(end);
     }
@@ -48,17 +50,17 @@ describe('LiveExchanges', () => {
     expect(live.size).toBe(0);
   });
 
-  it('behaves as a set of enders over any sequence of adds and deletes', () => {
+  it('behaves as a set of exchanges over any sequence of adds and deletes', () => {
     fc.assert(
       fc.property(fc.array(fc.oneof(fc.constant<'add'>('add'), fc.nat(40)), { maxLength: 200 }), (ops) => {
         const live = new LiveExchanges();
         const model = new Set<number>();
         const called: number[] = [];
-        const held: Array<{ id: number; slot: number; end: () => void }> = [];
+        const held: Array<{ id: number; slot: number; end: { endNow(): void } }> = [];
         for (const op of ops) {
           if (op === 'add') {
             const id = held.length;
-            const end = () => called.push(id);
+            const end = { endNow: () => called.push(id) };
             held.push({ id, slot: live.add(end), end });
             model.add(id);
           } else if (held.length > 0) {
@@ -86,13 +88,13 @@ describe('CommandDeadlines', () => {
     const c = clock();
     const d = new CommandDeadlines(1_000, c.now);
     const errors: string[] = [];
-    d.watch((e) => errors.push(e.message));
+    d.watch((e) => errors.push(`${e.name}: ${(e.cause as Error).message}`));
     c.advance(999);
     d.check();
     expect(errors).toEqual([]);
     c.advance(1);
     d.check();
-    expect(errors).toEqual(['Command timed out']);
+    expect(errors).toEqual(['StoreUnavailableError: Command timed out']);
     expect(d.size).toBe(0);
     d.check();
     expect(errors).toHaveLength(1);
@@ -140,7 +142,7 @@ describe('CommandDeadlines', () => {
     vi.advanceTimersByTime(100); // the next look finds nothing under way
     expect(vi.getTimerCount()).toBe(0);
     const failed: string[] = [];
-    d.watch((e) => failed.push(e.message));
+    d.watch((e) => failed.push((e.cause as Error).message));
     expect(vi.getTimerCount()).toBe(1);
     vi.advanceTimersByTime(999);
     expect(failed).toEqual([]);
@@ -154,7 +156,7 @@ describe('CommandDeadlines', () => {
     const d = new CommandDeadlines(50);
     const started = performance.now();
     const err = await new Promise<Error>((resolve) => d.watch(resolve));
-    expect(err.message).toBe('Command timed out');
+    expect((err.cause as Error).message).toBe('Command timed out');
     expect(performance.now() - started).toBeGreaterThanOrEqual(49);
     // The next check finds nothing under way and clears the interval (the process may exit).
     await new Promise((r) => setTimeout(r, 30));

@@ -1,4 +1,5 @@
 import { Slots } from '../util/slots.js';
+import { StoreUnavailableError } from './contract.js';
 
 /**
  * The store's per-command timeout, kept without a timer per command: each
@@ -38,7 +39,7 @@ export class CommandDeadlines {
     return this.fails.size;
   }
 
-  /** Watches a command sent now: `fail` runs once its deadline has passed, unless done() came first. */
+  /** Watches a command sent now: `fail` runs (with a StoreUnavailableError) once its deadline has passed, unless done() came first. */
   watch(fail: (err: Error) => void): number {
     const slot = this.fails.add(fail);
     this.due[slot] = this.now() + this.timeoutMs;
@@ -65,7 +66,8 @@ export class CommandDeadlines {
     this.fails.forEach((fail, slot) => {
       if ((this.due[slot] as number) > now) return;
       this.fails.delete(slot, fail);
-      fail(new Error('Command timed out'));
+      // The store's error, so a promise's own reject can be the one watched (no wrapper per command).
+      fail(new StoreUnavailableError(new Error('Command timed out')));
     });
   }
 }

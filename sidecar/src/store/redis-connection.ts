@@ -194,16 +194,16 @@ export function connectRedis(
     } catch (err) {
       return Promise.reject(toStoreError(err));
     }
+    // No named closure per operation (tsx's keepNames would give each a defineProperty call).
     return new Promise<T>((resolve, reject) => {
-      const fail = (err: Error): void => reject(new StoreUnavailableError(err));
-      const slot = deadlines.watch(fail);
+      const slot = deadlines.watch(reject);
       sent.then(
         (value) => {
-          deadlines.done(slot, fail);
+          deadlines.done(slot, reject);
           resolve(value);
         },
         (err: unknown) => {
-          deadlines.done(slot, fail);
+          deadlines.done(slot, reject);
           reject(toStoreError(err));
         },
       );

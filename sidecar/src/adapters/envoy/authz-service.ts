@@ -139,7 +139,9 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationHandle
       const req = {
         path: call.request.path,
         method: call.request.method || (headers.get(':method') ?? ''),
-        header: (n: string) => headers.get(n),
+        header(n: string) {
+          return headers.get(n);
+        },
         ...clientHeaderSize(headers.names, (n) => headers.get(n)),
         peer: call.request.peer,
         body,

@@ -97,14 +97,19 @@ export interface ExtProcDeps {
   readonly onFailure?: () => void;
 }
 
-/** The exchanges this process is serving now: each one's ender, in a slot the exchange keeps (util/slots.ts says why not a Set). */
-export class LiveExchanges extends Slots<() => void> {
+/** What a stop ends: an exchange still under way (its `endNow`). */
+export interface Endable {
+  endNow(): void;
+}
+
+/** The exchanges this process is serving now, each in a slot it keeps (util/slots.ts says why not a Set). */
+export class LiveExchanges extends Slots<Endable> {
   /**
    * A stop's drain deadline: a stream ends with the error event (charged for what
    * it delivered), anything else is given back to Envoy as failed (its hold released).
    */
   endAll(): void {
-    this.forEach((end) => end());
+    this.forEach((exchange) => exchange.endNow());
   }
 }
 
@@ -112,152 +117,219 @@ export class LiveExchanges extends Slots<() => void> {
 export function createExternalProcessorService(deps: ExtProcDeps): ExternalProcessorServer {
   return {
     process(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
-      const exchange = new Exchange(typeof deps.exchange === 'function' ? deps.exchange() : deps.exchange);
-      let finished = false;
-      const finish = (abandoned: boolean, summary?: ExchangeSummary) => {
-        if (finished) return;
-        finished = true;
-        if (abandoned) exchange.abandon();
-        const s = summary ?? exchange.summary();
-        // The settlement starts here, before the answer just written leaves this tick: it is
-        // recorded now (a crash can then never leave a delivered answer unbilled) and written
-        // to the store once the answer has left (Billing.finish). `finished` keeps it to once.
-        if (slot !== undefined) deps.live?.delete(slot, endNow);
-        try {
-          deps.onSummary(s);
-        } catch (err) {
-          deps.log.error({ request_id: s.requestId, err: (err as Error).name }, 'exchange summary failed');
-          deps.onFailure?.();
-        }
-      };
-      const endNow = () => {
-        if (finished) return;
-        if (stall) clearTimeout(stall);
-        if (exchange.streaming) guarded(() => send(null, toResponse('responseBody', exchange.endStreamNow(Errors.restarting))));
-        if (finished) return;
-        // Nothing can be sent unasked outside a stream: Envoy answers the caller (fails closed).
-        finish(true);
-        call.emit('error', { code: status.UNAVAILABLE, details: 'the gateway is stopping' });
-      };
-      const slot = deps.live?.add(endNow);
-
-      const fail = (err: unknown) => {
-        if (stall) clearTimeout(stall);
-        deps.log.error({ err: (err as Error).name, msg: (err as Error).message }, 'ext_proc handler failed');
-        deps.onFailure?.();
-        finish(true);
-        // A status, not a bare destroy (which leaves Envoy waiting for one): Envoy fails closed.
-        call.emit('error', { code: status.INTERNAL, details: 'ext_proc handler failed' });
-      };
-      let stall: NodeJS.Timeout | null = null;
-      /** Restarts the stall clock on each message of a streamed response (one timer, re-armed in place). */
-      const watch = () => {
-        if (!exchange.streaming) {
-          if (stall) clearTimeout(stall);
-          stall = null;
-        } else if (stall) stall.refresh();
-        else stall = setTimeout(onStall, deps.streamStallMs);
-      };
-      const onStall = () => {
-        stall = null;
-        if (finished || !exchange.streaming) return;
-        deps.log.warn({ request_id: exchange.summary().requestId }, 'provider stalled; ending the exchange with upstream_error (a 502 before the first event, else an error event)');
-        guarded(() => send(null, toResponse('responseBody', exchange.streamStalled())));
-      };
-      /** Runs a step of this exchange; whatever it throws fails this exchange only. */
-      const guarded = (step: () => void) => {
-        try {
-          step();
-        } catch (err) {
-          fail(err);
-        }
-      };
-      // The answer to a streamed response's headers, kept back until the provider's
-      // first event (Exchange.awaitingFirstEvent); dropped if a 502 replaces it.
-      let heldHeaders: ProcessingResponse | null = null;
-      // A piece of streamed body answered but not yet written. Envoy's messages of one stream
-      // mostly arrive several in one turn of the event loop (two in three in the bench): the
-      // pieces answered later in that turn join this one, and it is written at the end of the
-      // turn, or with the answer that ends the body. One message then carries what several did.
-      // The first event and the caller's last ([DONE]) are never kept back.
-      let pending: ProcessingResponse | null = null;
-      const writePending = () => {
-        if (pending && !finished) call.write(pending);
-        pending = null;
-      };
-      const send = (req: ProcessingRequest | null, res: ProcessingResponse) => {
-        if (finished) return;
-        if (exchange.holdsResponseHeaders && !res.immediateResponse && req?.responseHeaders) {
-          heldHeaders = res;
-          return;
-        }
-        // Full duplex needs no answer per message: a provider read that completed no event
-        // (a slice of one) gets none, before the first event and after it.
-        if (req?.responseBody && isEmptyPiece(res)) return;
-        // The first event is written at once, with the headers it releases.
-        const first = heldHeaders !== null;
-        if (heldHeaders) {
-          if (!res.immediateResponse) call.write(withBodyHeaders(heldHeaders, res));
-          heldHeaders = null;
-        }
-        // Every response body is processed in full duplex: its last piece carries endOfStream.
-        const piece = streamedPiece(res);
-        const streamedEnd = res.responseBody?.response?.bodyMutation?.streamedResponse?.endOfStream ?? false;
-        const ending = res.immediateResponse !== undefined || streamedEnd;
-        if (piece && !ending && !first && !exchange.callerStreamEnded) {
-          const into = pending && streamedPiece(pending);
-          if (into) into.body = Buffer.concat([into.body, piece.body]);
-          else {
-            pending = res;
-            setImmediate(writePending);
-          }
-          return;
-        }
-        const held = pending && streamedPiece(pending);
-        if (held && piece) {
-          piece.body = Buffer.concat([held.body, piece.body]);
-          pending = null;
-        } else writePending();
-        // The exchange's last answer carries what Envoy's access log reads (alias, tokens, outcome).
-        const summary = ending && exchange.started ? exchange.summary() : undefined;
-        if (summary) res.dynamicMetadata = { [ACCESS_LOG_NAMESPACE]: accessLogFields(summary) };
-        call.write(res);
-        if (ending) {
-          if (stall) clearTimeout(stall);
-          finish(false, summary);
-          // Close our side cleanly: Envoy then carries on without ext_proc instead of
-          // resetting the stream (a reset per request trips HTTP/2 rapid-reset limits).
-          call.end();
-        }
-      };
-      call.on('data', (req: ProcessingRequest) =>
-        guarded(() => {
-          const wasStarted = exchange.started;
-          const res = handle(exchange, req);
-          const hold = !wasStarted && exchange.started ? exchange.hold : null;
-          const confirmed = hold ? deps.claim(hold) : null;
-          // Only a lone request-headers message (GET /usage) is answered asynchronously,
-          // and a body admitted from a credit lease once the store has confirmed its hold.
-          if (res instanceof Promise) res.then((r) => guarded(() => send(req, r)), fail);
-          else if (confirmed && !res.immediateResponse) {
-            confirmed.then((refusal) => guarded(() => send(req, refusal ? toResponse('requestBody', exchange.holdUnconfirmed(refusal)) : res)), fail);
-          } else send(req, res);
-          if (req.responseHeaders || req.responseBody) watch();
-        }),
-      );
-      call.on('end', () => {
-        if (stall) clearTimeout(stall);
-        finish(true);
-        call.end();
-      });
-      const gone = () => {
-        if (stall) clearTimeout(stall);
-        finish(true);
-      };
-      call.on('error', gone);
-      call.on('cancelled', gone);
+      new ExchangeStream(deps, call);
     },
   };
+}
+
+/** The stall clock's callback (a module function with its stream as argument: no closure per exchange). */
+function stalled(s: ExchangeStream): void {
+  s.onStall();
+}
+
+/** The end of the turn in which a piece of streamed body was answered and kept back (see ExchangeStream.pending). */
+function endOfTurn(s: ExchangeStream): void {
+  s.writePending();
+}
+
+/**
+ * One ext_proc gRPC stream: its exchange, and the answers it owes Envoy. Its
+ * steps are methods, not closures made per exchange (each closure is an
+ * allocation, and tsx's keepNames gives each named one a defineProperty call).
+ */
+class ExchangeStream implements Endable {
+  private readonly exchange: Exchange;
+  private finished = false;
+  private readonly slot: number | undefined;
+  private stall: NodeJS.Timeout | null = null;
+  // The answer to a streamed response's headers, kept back until the provider's
+  // first event (Exchange.awaitingFirstEvent); dropped if a 502 replaces it.
+  private heldHeaders: ProcessingResponse | null = null;
+  // A piece of streamed body answered but not yet written. Envoy's messages of one stream
+  // mostly arrive several in one turn of the event loop (two in three in the bench): the
+  // pieces answered later in that turn join this one, and it is written at the end of the
+  // turn, or with the answer that ends the body. One message then carries what several did.
+  // The first event and the caller's last ([DONE]) are never kept back.
+  private pending: ProcessingResponse | null = null;
+
+  constructor(
+    private readonly deps: ExtProcDeps,
+    private readonly call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>,
+  ) {
+    this.exchange = new Exchange(typeof deps.exchange === 'function' ? deps.exchange() : deps.exchange);
+    this.slot = deps.live?.add(this);
+    call.on('data', (req: ProcessingRequest) => this.onData(req));
+    call.on('end', () => {
+      this.clearStall();
+      this.finish(true);
+      call.end();
+    });
+    call.on('error', () => this.gone());
+    call.on('cancelled', () => this.gone());
+  }
+
+  private finish(abandoned: boolean, summary?: ExchangeSummary): void {
+    if (this.finished) return;
+    this.finished = true;
+    const exchange = this.exchange;
+    if (abandoned) exchange.abandon();
+    const s = summary ?? exchange.summary();
+    // The settlement starts here, before the answer just written leaves this tick: it is
+    // recorded now (a crash can then never leave a delivered answer unbilled) and written
+    // to the store once the answer has left (Billing.finish). `finished` keeps it to once.
+    if (this.slot !== undefined) this.deps.live?.delete(this.slot, this);
+    try {
+      this.deps.onSummary(s);
+    } catch (err) {
+      this.deps.log.error({ request_id: s.requestId, err: (err as Error).name }, 'exchange summary failed');
+      this.deps.onFailure?.();
+    }
+  }
+
+  endNow(): void {
+    if (this.finished) return;
+    this.clearStall();
+    if (this.exchange.streaming) {
+      try {
+        this.send(null, toResponse('responseBody', this.exchange.endStreamNow(Errors.restarting)));
+      } catch (err) {
+        this.fail(err);
+      }
+    }
+    if (this.finished) return;
+    // Nothing can be sent unasked outside a stream: Envoy answers the caller (fails closed).
+    this.finish(true);
+    this.call.emit('error', { code: status.UNAVAILABLE, details: 'the gateway is stopping' });
+  }
+
+  /** A handler step threw: this exchange fails (Envoy fails closed), no other. */
+  private fail(err: unknown): void {
+    this.clearStall();
+    this.deps.log.error({ err: (err as Error).name, msg: (err as Error).message }, 'ext_proc handler failed');
+    this.deps.onFailure?.();
+    this.finish(true);
+    // A status, not a bare destroy (which leaves Envoy waiting for one): Envoy fails closed.
+    this.call.emit('error', { code: status.INTERNAL, details: 'ext_proc handler failed' });
+  }
+
+  private clearStall(): void {
+    if (this.stall) clearTimeout(this.stall);
+  }
+
+  private gone(): void {
+    this.clearStall();
+    this.finish(true);
+  }
+
+  /** Restarts the stall clock on each message of a streamed response (one timer, re-armed in place). */
+  private watch(): void {
+    if (!this.exchange.streaming) {
+      this.clearStall();
+      this.stall = null;
+    } else if (this.stall) this.stall.refresh();
+    else this.stall = setTimeout(stalled, this.deps.streamStallMs, this);
+  }
+
+  onStall(): void {
+    this.stall = null;
+    const exchange = this.exchange;
+    if (this.finished || !exchange.streaming) return;
+    this.deps.log.warn({ request_id: exchange.summary().requestId }, 'provider stalled; ending the exchange with upstream_error (a 502 before the first event, else an error event)');
+    try {
+      this.send(null, toResponse('responseBody', exchange.streamStalled()));
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  writePending(): void {
+    if (this.pending && !this.finished) this.call.write(this.pending);
+    this.pending = null;
+  }
+
+  /** An answer that arrives later (a promise): sent unless the step fails. */
+  private sendLater(req: ProcessingRequest, res: ProcessingResponse): void {
+    try {
+      this.send(req, res);
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  private send(req: ProcessingRequest | null, res: ProcessingResponse): void {
+    if (this.finished) return;
+    const exchange = this.exchange;
+    const call = this.call;
+    if (exchange.holdsResponseHeaders && !res.immediateResponse && req?.responseHeaders) {
+      this.heldHeaders = res;
+      return;
+    }
+    // Full duplex needs no answer per message: a provider read that completed no event
+    // (a slice of one) gets none, before the first event and after it.
+    if (req?.responseBody && isEmptyPiece(res)) return;
+    // The first event is written at once, with the headers it releases.
+    const heldHeaders = this.heldHeaders;
+    const first = heldHeaders !== null;
+    if (heldHeaders) {
+      if (!res.immediateResponse) call.write(withBodyHeaders(heldHeaders, res));
+      this.heldHeaders = null;
+    }
+    // Every response body is processed in full duplex: its last piece carries endOfStream.
+    const piece = streamedPiece(res);
+    const streamedEnd = res.responseBody?.response?.bodyMutation?.streamedResponse?.endOfStream ?? false;
+    const ending = res.immediateResponse !== undefined || streamedEnd;
+    if (piece && !ending && !first && !exchange.callerStreamEnded) {
+      const into = this.pending && streamedPiece(this.pending);
+      if (into) into.body = Buffer.concat([into.body, piece.body]);
+      else {
+        this.pending = res;
+        setImmediate(endOfTurn, this);
+      }
+      return;
+    }
+    const held = this.pending && streamedPiece(this.pending);
+    if (held && piece) {
+      piece.body = Buffer.concat([held.body, piece.body]);
+      this.pending = null;
+    } else this.writePending();
+    // The exchange's last answer carries what Envoy's access log reads (alias, tokens, outcome).
+    const summary = ending && exchange.started ? exchange.summary() : undefined;
+    if (summary) res.dynamicMetadata = { [ACCESS_LOG_NAMESPACE]: accessLogFields(summary) };
+    call.write(res);
+    if (ending) {
+      this.clearStall();
+      this.finish(false, summary);
+      // Close our side cleanly: Envoy then carries on without ext_proc instead of
+      // resetting the stream (a reset per request trips HTTP/2 rapid-reset limits).
+      call.end();
+    }
+  }
+
+  private onData(req: ProcessingRequest): void {
+    try {
+      const exchange = this.exchange;
+      const wasStarted = exchange.started;
+      const res = handle(exchange, req);
+      const hold = !wasStarted && exchange.started ? exchange.hold : null;
+      const confirmed = hold ? this.deps.claim(hold) : null;
+      // Only a lone request-headers message (GET /usage) is answered asynchronously,
+      // and a body admitted from a credit lease once the store has confirmed its hold.
+      if (res instanceof Promise) {
+        res.then(
+          (r) => this.sendLater(req, r),
+          (err: unknown) => this.fail(err),
+        );
+      } else if (confirmed && !res.immediateResponse) {
+        confirmed.then(
+          (refusal) => this.sendLater(req, refusal ? toResponse('requestBody', exchange.holdUnconfirmed(refusal)) : res),
+          (err: unknown) => this.fail(err),
+        );
+      } else this.send(req, res);
+      if (req.responseHeaders || req.responseBody) this.watch();
+    } catch (err) {
+      this.fail(err);
+    }
+  }
 }
 
 /**

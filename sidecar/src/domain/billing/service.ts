@@ -464,36 +464,40 @@ export class Billing {
   }
 
   private async settleOrRelease(f: Finished): Promise<void> {
-    // A commitment inside a lease goes back to it in memory; a hold is released in the store.
-    const release = async () => {
-      if (!this.leases.releaseLocal(f.requestId)) await this.apply({ op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId });
-    };
-    if (!f.usage || !f.ctx) return release();
-    // Not a figure the ledger could ever take: record the failure, free the hold.
-    const unsettleable = (err: unknown) => {
-      this.events.failed('settle', err);
-      this.events.operation?.('settle', 'failed');
-      return release();
-    };
+    if (!f.usage || !f.ctx) return this.releaseHold(f);
     let facts: SettlementFacts;
     try {
       facts = this.factsOf(f, f.ctx, f.usage);
     } catch (err) {
-      return unsettleable(err);
+      return this.unsettleable(f, err);
     }
     // Recorded first (a shared store), written to the store once the answer has left.
     const mark = this.ledger.inProcess ? null : this.intend(facts);
-    const settle = async (): Promise<void> => {
-      let input: SettleInput;
-      try {
-        input = settleInputOf(facts);
-      } catch (err) {
-        if (mark !== null) this.journal.carriedOut(mark);
-        return unsettleable(err);
-      }
-      if ((await this.apply({ op: 'settle', input })) && mark !== null) this.journal.carriedOut(mark);
-    };
-    return mark === null ? settle() : this.afterTurn.run(settle);
+    return mark === null ? this.settleNow(f, facts, null) : this.afterTurn.run(() => this.settleNow(f, facts, mark));
+  }
+
+  /** A commitment inside a lease goes back to it in memory; a hold is released in the store. */
+  private async releaseHold(f: Finished): Promise<void> {
+    if (!this.leases.releaseLocal(f.requestId)) await this.apply({ op: 'release', tenantId: f.principal.tenantId, requestId: f.requestId });
+  }
+
+  /** Not a figure the ledger could ever take: record the failure, free the hold. */
+  private unsettleable(f: Finished, err: unknown): Promise<void> {
+    this.events.failed('settle', err);
+    this.events.operation?.('settle', 'failed');
+    return this.releaseHold(f);
+  }
+
+  /** Writes the settlement (its intent, if recorded, is then carried out). */
+  private async settleNow(f: Finished, facts: SettlementFacts, mark: IntentMark | null): Promise<void> {
+    let input: SettleInput;
+    try {
+      input = settleInputOf(facts);
+    } catch (err) {
+      if (mark !== null) this.journal.carriedOut(mark);
+      return this.unsettleable(f, err);
+    }
+    if ((await this.apply({ op: 'settle', input })) && mark !== null) this.journal.carriedOut(mark);
   }
 
   /** The settlement recorded before its answer leaves; null when it could not be (it is then written to the store at once). */
