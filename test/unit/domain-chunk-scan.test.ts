@@ -28,12 +28,14 @@ const deltaChunk = fc.record(
   { requiredKeys: ['choices'] },
 );
 
+/** A chunk as JSON, compact or spaced with blanks only (a line break or tab sends a chunk to the full parse). */
+const show = (v: unknown, spaced: boolean): string => (spaced ? JSON.stringify(v, null, 1).replace(/\n/g, '') : JSON.stringify(v));
+
 describe('scanDeltaChunk', () => {
   it('finds exactly the provider choices and the content size in any plain delta chunk', () => {
     fc.assert(
       fc.property(deltaChunk, fc.boolean(), (chunk, spaced) => {
-        // Spaced with blanks only: a line break or tab sends a chunk to the full parse.
-        const data = spaced ? JSON.stringify(chunk, null, 1).replace(/\n/g, '') : JSON.stringify(chunk);
+        const data = show(chunk, spaced);
         const scanned = scanDeltaChunk(data);
         expect(scanned).not.toBeNull();
         expect(JSON.parse(scanned!.choices)).toEqual(chunk.choices);
@@ -226,14 +228,13 @@ describe('scanDeltaChunk with a known prefix', () => {
     let reused = 0;
     fc.assert(
       fc.property(deltaChunk, next, edit, fc.boolean(), (first, second, e, spaced) => {
-        const show = (v: unknown) => (spaced ? JSON.stringify(v, null, 1).replace(/\n/g, '') : JSON.stringify(v));
-        const firstText = show(first);
+        const firstText = show(first, spaced);
         const scanned = scanDeltaChunk(firstText);
         expect(scanned).not.toBeNull();
         const known = scanned!.prefix;
         expect(firstText.startsWith(known.text)).toBe(true);
         // The second chunk: the first's own text up to its choices, then the new choices and members.
-        const tail = show({ choices: second.choices, ...(second.usage === undefined ? {} : { usage: second.usage }), ...(second.created === undefined ? {} : { created: second.created }) });
+        const tail = show({ choices: second.choices, ...(second.usage === undefined ? {} : { usage: second.usage }), ...(second.created === undefined ? {} : { created: second.created }) }, spaced);
         const afterChoicesKey = tail.slice(tail.indexOf('[')); // the new choices value and what follows it
         const text = corrupt(known.text + afterChoicesKey, known.text.length, e);
         const whole = scanDeltaChunk(text);
@@ -242,8 +243,8 @@ describe('scanDeltaChunk with a known prefix', () => {
         if (whole === null) expect(withPrefix).toBeNull();
         else {
           expect(withPrefix).not.toBeNull();
-          const { prefix: _a, ...a } = whole;
-          const { prefix: _b, ...b } = withPrefix!;
+          const { prefix: _a, template: _ta, ...a } = whole;
+          const { prefix: _b, template: _tb, ...b } = withPrefix!;
           expect(b).toEqual(a);
         }
       }),
@@ -271,5 +272,72 @@ describe('scanDeltaChunk with a known prefix', () => {
     // A chunk that does not start with the prefix is scanned whole and gives its own.
     const other = scanDeltaChunk(JSON.stringify({ id: 'c2', choices: [{ index: 0, delta: {} }] }), first.prefix)!;
     expect(other.prefix.text).toBe('{"id":"c2","choices":');
+  });
+});
+
+/**
+ * A template (a chunk scanned whole, cut around its content text) also only
+ * saves work: for any next chunk, whatever it answers, a whole scan answers
+ * the same; and a next chunk that differs only in plain content text is
+ * answered from the template itself.
+ */
+describe('scanDeltaChunk with a template', () => {
+  /** Content text as providers send it: mostly plain words, sometimes what no template may take (quotes, escapes, control characters, the refused word). */
+  const words = fc.string({ unit: fc.constantFrom('a', 'é', '漢', '😀', ' ', '{', '}', ',', ':', '[', 'reasoning', '"', '\\', '\n', '\u0001', '\\"', '"}'), maxLength: 12 });
+  const edit = fc.record({
+    at: fc.nat(),
+    op: fc.constantFrom('insert', 'delete', 'replace', 'none'),
+    ch: fc.constantFrom('{', '}', '"', ',', ':', ' ', '\\', '\n', 'x', 'reasoning', '"error"'),
+  });
+  const apply = (good: string, { at, op, ch }: { at: number; op: string; ch: string }) => {
+    const i = at % (good.length + 1);
+    if (op === 'none') return good;
+    return op === 'insert' ? good.slice(0, i) + ch + good.slice(i) : good.slice(0, i) + (op === 'replace' ? ch : '') + good.slice(i + 1);
+  };
+  const same = (a: ReturnType<typeof scanDeltaChunk>, b: ReturnType<typeof scanDeltaChunk>) => {
+    const strip = (s: NonNullable<typeof a>) => ({ choices: s.choices, created: s.created, contentChars: s.contentChars, finished: s.finished });
+    expect(a === null).toBe(b === null);
+    if (a && b) expect(strip(a)).toEqual(strip(b));
+  };
+
+  it('gives the same answer as a whole scan, and is used for chunks that differ only in plain text', () => {
+    let fromTemplate = 0;
+    fc.assert(
+      fc.property(deltaChunk, words, edit, fc.boolean(), (first, next, e, spaced) => {
+        const firstText = show(first, spaced);
+        const scanned = scanDeltaChunk(firstText)!;
+        const t = scanned.template;
+        if (t === null) return; // no content string: nothing to cut around
+        expect(firstText.startsWith(t.head) && firstText.endsWith(t.tail)).toBe(true);
+        // The same chunk with other words in its (last) content string, maybe then edited anywhere.
+        const text = apply(t.head + JSON.stringify(next).slice(1, -1) + t.tail, e);
+        const withTemplate = scanDeltaChunk(text, scanned.prefix, t);
+        same(withTemplate, scanDeltaChunk(text));
+        if (withTemplate?.template === t) {
+          fromTemplate++;
+          expect(withTemplate.prefix).toBe(scanned.prefix);
+        }
+        // Plain words and no edit: always from the template.
+        if (e.op === 'none' && /^[^"\\\u0000-\u001f]*$/.test(next) && !next.includes('reasoning')) expect(withTemplate?.template).toBe(t);
+      }),
+      { numRuns: 10000 },
+    );
+    expect(fromTemplate).toBeGreaterThan(300);
+  });
+
+  it('counts content beside the cut-out text (other choices) and keeps created and finish_reason from the template', () => {
+    const a = JSON.stringify({ id: 'c', created: 5, choices: [{ index: 0, delta: { content: 'xy' } }, { index: 1, delta: { content: 'abc' }, finish_reason: 'stop' }] });
+    const first = scanDeltaChunk(a)!;
+    expect(first.template!.head.endsWith('"content":"')).toBe(true);
+    expect(first.template!.tail.startsWith('"},"finish_reason":"stop"')).toBe(true);
+    const b = a.replace('"abc"', '"hello world"');
+    const second = scanDeltaChunk(b, first.prefix, first.template)!;
+    expect(second.template).toBe(first.template);
+    expect(second).toMatchObject({ created: 5, finished: true, contentChars: 2 + 11, choices: JSON.stringify(JSON.parse(b).choices) });
+    // A backslash in the text (an escape) is left to the scan, which agrees on its own terms.
+    const c = a.replace('"abc"', '"a\\nb"');
+    const third = scanDeltaChunk(c, first.prefix, first.template)!;
+    expect(third.template).not.toBe(first.template);
+    expect(third.contentChars).toBe(2 + 4);
   });
 });

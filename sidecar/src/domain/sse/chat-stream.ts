@@ -5,7 +5,7 @@ import type { InferenceContext } from '../request-context.js';
 import { svcBlock } from '../svc-block.js';
 import { estimatedUsage, readUsage, usageJson, type Usage } from '../usage.js';
 import { SseFramer, type SseEvent } from './framer.js';
-import { scanDeltaChunk, type ChunkPrefix, type ChunkSpans } from './chunk-scan.js';
+import { scanDeltaChunk, type ChunkPrefix, type ChunkSpans, type ChunkTemplate } from './chunk-scan.js';
 
 const DONE = Buffer.from('data: [DONE]\n\n');
 
@@ -33,6 +33,8 @@ export class ChatStreamRewriter {
   private readonly aliasJson: string;
   /** The provider's members before `choices`, as its last plain chunk had them (checked once per stream, not per chunk). */
   private prefix: ChunkPrefix | null = null;
+  /** The provider's last plain chunk cut around its content text (checked once per stream, not per chunk). */
+  private template: ChunkTemplate | null = null;
 
   constructor(
     private readonly ctx: InferenceContext,
@@ -100,9 +102,11 @@ export class ChatStreamRewriter {
         out += this.finalChunk() + 'data: [DONE]\n\n';
         continue;
       }
-      const fast = scanDeltaChunk(ev.data, this.prefix);
+      const fast = scanDeltaChunk(ev.data, this.prefix, this.template);
       if (fast) {
         this.prefix = fast.prefix;
+        // A chunk without content (the last one, with the finish_reason) leaves the template as it was.
+        if (fast.template) this.template = fast.template;
         out += this.spliceChunk(fast);
         continue;
       }

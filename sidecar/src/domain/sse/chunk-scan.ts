@@ -29,6 +29,8 @@ export interface ChunkSpans {
   readonly finished: boolean;
   /** This chunk's members before its `choices`, for the next chunk of the stream (see ChunkPrefix). */
   readonly prefix: ChunkPrefix;
+  /** This chunk around its content text, for the next chunk of the stream (see ChunkTemplate); null: it has no content string. */
+  readonly template: ChunkTemplate | null;
 }
 
 /**
@@ -42,6 +44,30 @@ export interface ChunkSpans {
 export interface ChunkPrefix {
   readonly text: string;
   readonly created: number | null;
+}
+
+/**
+ * A chunk scanned and found plain, cut around the text of its (last) content
+ * string: `head` runs to the string's opening quote, `tail` from its closing
+ * quote. A provider writes the delta chunks of a stream alike but for that
+ * text (and its prefix alike, see ChunkPrefix): a later chunk that is `head`,
+ * then text with no quote, backslash or control character (nor the word
+ * NOT_PLAIN refuses), then `tail`, is the same valid chunk with other words,
+ * and a whole scan would find the same spans in it: they are taken from here,
+ * with no scan at all.
+ */
+export interface ChunkTemplate {
+  readonly head: string;
+  readonly tail: string;
+  /** Where `choices` starts (within head) and how far from the end it stops (within tail). */
+  readonly choicesAt: number;
+  readonly choicesFromEnd: number;
+  readonly created: number | null;
+  readonly finished: boolean;
+  /** Content characters counted outside the content string (other choices, tool-call arguments). */
+  readonly fixedChars: number;
+  /** The prefix of the chunk it was cut from (head starts with it). */
+  readonly prefix: ChunkPrefix;
 }
 
 /** Top-level members a plain delta chunk may carry; their values are dropped or replaced. */
@@ -223,6 +249,9 @@ interface ChoicesScan {
   end: number;
   contentChars: number;
   finished: boolean;
+  /** The last content string's opening quote and the index just past its closing one (-1: none). */
+  contentAt: number;
+  contentEnd: number;
 }
 
 /**
@@ -262,7 +291,11 @@ function scanDelta(s: string, i: number, out: ChoicesScan): number {
     const end = checkedValue(s, v);
     if (end > 0) {
       if (s.charCodeAt(v) === QUOTE) {
-        if (keyIs(s, ks, ke, 'content')) out.contentChars += end - v - 2;
+        if (keyIs(s, ks, ke, 'content')) {
+          out.contentChars += end - v - 2;
+          out.contentAt = v;
+          out.contentEnd = end;
+        }
       } else out.contentChars += markedChars(s, v, end);
     }
     if (!delta.endValue(end)) return -1;
@@ -270,7 +303,7 @@ function scanDelta(s: string, i: number, out: ChoicesScan): number {
   return delta.end;
 }
 
-const scratch: ChoicesScan = { end: -1, contentChars: 0, finished: false };
+const scratch: ChoicesScan = { end: -1, contentChars: 0, finished: false, contentAt: -1, contentEnd: -1 };
 
 /** What the walk over a chunk's top-level members found so far. */
 interface TopScan {
@@ -281,19 +314,25 @@ interface TopScan {
   created: number | null;
   /** `created` as it stood where the last `choices` began (what a prefix ending there carries). */
   createdAtChoices: number | null;
+  contentAt: number;
+  contentEnd: number;
 }
 
-const top: TopScan = { choicesAt: -1, choicesEnd: -1, contentChars: 0, finished: false, created: null, createdAtChoices: null };
+const top: TopScan = { choicesAt: -1, choicesEnd: -1, contentChars: 0, finished: false, created: null, createdAtChoices: null, contentAt: -1, contentEnd: -1 };
 
 /** Reads `choices` at `v` into `top`; the index just past it, or -1. */
 function takeChoices(data: string, v: number): number {
   scratch.contentChars = 0;
   scratch.finished = false;
+  scratch.contentAt = -1;
+  scratch.contentEnd = -1;
   scanChoices(data, v, scratch);
   top.choicesAt = v;
   top.choicesEnd = scratch.end;
   top.contentChars = scratch.contentChars;
   top.finished = scratch.finished;
+  top.contentAt = scratch.contentAt;
+  top.contentEnd = scratch.contentEnd;
   top.createdAtChoices = top.created;
   return scratch.end;
 }
@@ -320,7 +359,11 @@ function walkMembers(data: string, members: Members): boolean {
  * chunk of the same stream that this one starts with, only the rest is
  * scanned (see ChunkPrefix).
  */
-export function scanDeltaChunk(data: string, known: ChunkPrefix | null = null): ChunkSpans | null {
+export function scanDeltaChunk(data: string, known: ChunkPrefix | null = null, template: ChunkTemplate | null = null): ChunkSpans | null {
+  if (template !== null) {
+    const spans = fromTemplate(data, template);
+    if (spans !== null) return spans;
+  }
   if (known !== null && data.length > known.text.length && data.startsWith(known.text)) return scanAfter(data, known);
   // Anything that needs the full treatment is sent there (usage, checked below, too).
   if (NOT_PLAIN.test(data)) return null;
@@ -343,7 +386,47 @@ function scanAfter(data: string, known: ChunkPrefix): ChunkSpans | null {
 }
 
 function spans(data: string, prefix: ChunkPrefix): ChunkSpans {
-  return { choices: data.slice(top.choicesAt, top.choicesEnd), created: top.created, contentChars: top.contentChars, finished: top.finished, prefix };
+  return { choices: data.slice(top.choicesAt, top.choicesEnd), created: top.created, contentChars: top.contentChars, finished: top.finished, prefix, template: templateOf(data, prefix) };
+}
+
+function templateOf(data: string, prefix: ChunkPrefix): ChunkTemplate | null {
+  const at = top.contentAt;
+  const end = top.contentEnd;
+  if (at < 0) return null;
+  return {
+    head: data.slice(0, at + 1),
+    tail: data.slice(end - 1),
+    choicesAt: top.choicesAt,
+    choicesFromEnd: data.length - top.choicesEnd,
+    created: top.created,
+    finished: top.finished,
+    fixedChars: top.contentChars - (end - at - 2),
+    prefix,
+  };
+}
+
+/** The first quote, backslash or control character from `lastIndex` on. */
+const STRING_BREAK = /["\\\x00-\x1f]/g;
+
+/** The spans of `data` if it is `t` with other plain text (see ChunkTemplate), else null. */
+function fromTemplate(data: string, t: ChunkTemplate): ChunkSpans | null {
+  const from = t.head.length;
+  const to = data.length - t.tail.length;
+  if (to < from || !data.startsWith(t.head) || !data.endsWith(t.tail)) return null;
+  // The text must end exactly where the tail's quote stands; the word NOT_PLAIN refuses cannot
+  // reach into the tail (it starts with a quote), so any found from `from` on is in the text.
+  STRING_BREAK.lastIndex = from;
+  if (!STRING_BREAK.test(data) || STRING_BREAK.lastIndex !== to + 1) return null;
+  const word = data.indexOf('reasoning', from);
+  if (word !== -1 && word < to) return null;
+  return {
+    choices: data.slice(t.choicesAt, data.length - t.choicesFromEnd),
+    created: t.created,
+    contentChars: t.fixedChars + (to - from),
+    finished: t.finished,
+    prefix: t.prefix,
+    template: t,
+  };
 }
 
 /** The digits s[from, to) as a number (1 to 12 of them, nothing else), or null. */
