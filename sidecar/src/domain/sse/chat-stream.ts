@@ -128,8 +128,16 @@ export class ChatStreamRewriter {
       this.completionChars += c.contentChars;
       this.deltaCount++;
     }
-    return `${this.chunkHead}${this.created},"model":${this.aliasJson},"choices":${c.choices}}\n\n`;
+    if (this.spliceHeadCreated !== this.created) {
+      this.spliceHeadCreated = this.created;
+      this.spliceHead = `${this.chunkHead}${this.created},"model":${this.aliasJson},"choices":`;
+    }
+    return this.spliceHead + c.choices + '}\n\n';
   }
+
+  /** What a spliced chunk says before its choices, made again only when `created` changes (once per stream). */
+  private spliceHead = '';
+  private spliceHeadCreated = -1;
 
   private rewriteChunk(chunk: Record<string, unknown>): string {
     if (typeof chunk.created === 'number') this.created = chunk.created;
