@@ -1,5 +1,6 @@
 /** Pricing: costOf (micro-units, rounded up once, BigInt), worstCase (the credit hold basis), UTC calendar keys. */
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import type { Price } from '../../sidecar/src/config/schema.js';
@@ -144,6 +145,23 @@ describe('calendar keys (UTC)', () => {
     expect(dayOf(lastMs + 1)).toBe('2026-09-01');
     expect(periodOf(Date.UTC(2026, 11, 31, 23, 59, 59, 999))).toBe('2026-12');
     expect(periodOf(Date.UTC(2027, 0, 1))).toBe('2027-01');
+  });
+
+  it('answers as a fresh date string would, whatever times came before (the last day asked is kept)', () => {
+    const dayMs = 86_400_000;
+    // Times clustered around day and month boundaries, in any order, repeated.
+    const near = fc.tuple(fc.integer({ min: 20_000, max: 21_000 }), fc.integer({ min: -3, max: 3 })).map(([d, off]) => d * dayMs + off);
+    const any = fc.integer({ min: 0, max: 4_102_444_800_000 }); // up to 2100
+    fc.assert(
+      fc.property(fc.array(fc.oneof(near, any), { minLength: 1, maxLength: 40 }), (times) => {
+        for (const t of times) {
+          const iso = new Date(t).toISOString();
+          expect(periodOf(t)).toBe(iso.slice(0, 7));
+          expect(dayOf(t)).toBe(iso.slice(0, 10));
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('minuteOf counts whole minutes since the epoch', () => {

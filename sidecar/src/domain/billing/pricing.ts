@@ -33,7 +33,24 @@ export function worstCase(price: Price, ctx: InferenceContext, promptBytes: numb
   return { promptTokens, completionTokens, cost: costOf(price, { promptTokens, completionTokens }, ctx.requestCount) };
 }
 
+const DAY_MS = 86_400_000;
+
+/**
+ * The UTC day last asked about: its first millisecond and its keys. Epoch time has no
+ * leap seconds, so a UTC day is exactly [k·DAY_MS, (k+1)·DAY_MS) and its month and date
+ * are the same throughout: a request asks several times per day's millisecond, and a
+ * date string costs half a microsecond to make.
+ */
+let day = { start: Number.NaN, period: '', date: '' };
+
+function dayKeys(now: number): { readonly period: string; readonly date: string } {
+  if (now >= day.start && now < day.start + DAY_MS) return day;
+  const iso = new Date(now).toISOString();
+  day = { start: Math.floor(now / DAY_MS) * DAY_MS, period: iso.slice(0, 7), date: iso.slice(0, 10) };
+  return day;
+}
+
 /** UTC calendar keys: spend-cap period (month), usage day, throttling minute. */
-export const periodOf = (now: number): string => new Date(now).toISOString().slice(0, 7);
-export const dayOf = (now: number): string => new Date(now).toISOString().slice(0, 10);
+export const periodOf = (now: number): string => dayKeys(now).period;
+export const dayOf = (now: number): string => dayKeys(now).date;
 export const minuteOf = (now: number): number => Math.floor(now / 60_000);
