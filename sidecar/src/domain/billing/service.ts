@@ -13,6 +13,7 @@ import { minuteOf, periodOf, worstCase, type WorstCase } from './pricing.js';
 import { settleInputOf, type SettlementFacts } from './settlement-record.js';
 import { capRefusal } from './cap-refusal.js';
 import { CreditLeases } from './credit-leases.js';
+import { Slots } from '../../util/slots.js';
 
 /**
  * The money path of one request: before the provider is called, one atomic
@@ -94,8 +95,8 @@ export class Billing {
   private readonly unclaimed = new Map<string, { readonly tenantId: string; readonly timer: NodeJS.Timeout; readonly amount: number }>();
   /** Holds this process keeps alive (request id → tenant): their leases are renewed until settled or released. */
   private readonly live = new Map<string, string>();
-  /** Settlements and releases under way (a stop waits for them). */
-  private readonly finishing = new Set<Promise<void>>();
+  /** Settlements and releases under way (a stop waits for them); in slots, not a Set (util/slots.ts says why). */
+  private readonly finishing = new Slots<Promise<void>>();
   /** Holds admitted from a lease, until the response processing takes their confirmation. */
   private readonly confirming = new Map<string, Promise<GatewayError | null>>();
   /** Credit set aside per busy tenant, admitted against without a store round trip (billing.creditLease). */
@@ -407,9 +408,9 @@ export class Billing {
     const settling = this.ledger.inProcess ? this.afterTurn.run(() => this.settleOrRelease(f)) : this.settleOrRelease(f);
     const done = settling.finally(() => {
       this.live.delete(f.requestId);
-      this.finishing.delete(done);
+      this.finishing.delete(slot, done);
     });
-    this.finishing.add(done);
+    const slot = this.finishing.add(done);
     return done;
   }
 
@@ -420,7 +421,11 @@ export class Billing {
 
   /** Resolves when every settlement or release under way has been written (or journaled). */
   async settled(): Promise<void> {
-    while (this.finishing.size) await Promise.all([...this.finishing]);
+    while (this.finishing.size) {
+      const under: Promise<void>[] = [];
+      this.finishing.forEach((p) => under.push(p));
+      await Promise.all(under);
+    }
   }
 
   /** A stop: holds no response processing claimed are released now instead of after the grace period. */
