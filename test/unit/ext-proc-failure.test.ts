@@ -234,13 +234,16 @@ describe('ext_proc adapter, a streamed response', () => {
 describe('ext_proc adapter, pieces that arrive together', () => {
   /** A call the adapter can serve: what it writes is kept in order. */
   function standInCall() {
-    const call = Object.assign(new EventEmitter(), { written: [] as ProcessingResponse[], ended: false, cancelled: false });
-    return Object.assign(call, {
+    const call = Object.assign(new EventEmitter(), { written: [] as ProcessingResponse[], ended: false, ends: 0, cancelled: false });
+    const served = Object.assign(call, {
       write: (r: ProcessingResponse) => call.written.push(r) > 0,
       end: () => {
         call.ended = true;
+        call.ends++;
       },
     });
+    // As a stream's: true once end() was called (a getter, which Object.assign would not copy).
+    return Object.defineProperty(served, 'writableEnded', { get: () => call.ended }) as typeof served & { readonly writableEnded: boolean };
   }
   const piece = (r: ProcessingResponse | undefined) => r?.responseBody?.response?.bodyMutation?.streamedResponse;
   const turn = () => new Promise((r) => setImmediate(r));
@@ -276,6 +279,19 @@ describe('ext_proc adapter, pieces that arrive together', () => {
     expect(piece(call.written[5])).toMatchObject({ endOfStream: true });
     expect(piece(call.written[5])?.body.length).toBe(0);
     expect(call.ended).toBe(true);
+  });
+
+  it("Envoy's half-close ends our side only if the exchange's last answer has not (a second end() builds an error to drop)", () => {
+    const done = started('req-half-close');
+    done.emit('data', bodyMessage(`${FINISH}data: [DONE]\n\n`, true));
+    expect(done.ends).toBe(1);
+    done.emit('end');
+    expect(done.ends).toBe(1);
+    // A caller gone mid-stream: Envoy closes first, and our side is ended then.
+    const left = started('req-half-close-early');
+    left.emit('end');
+    expect(left.ends).toBe(1);
+    expect(summaries.filter((s) => s.requestId === 'req-half-close-early').map((s) => s.outcome)).toEqual(['interrupted']);
   });
 
   it('a piece kept back goes out with the answer that ends the body, never after it', async () => {
