@@ -84,6 +84,38 @@ describe('Billing', () => {
     expect(a.balance).toBeLessThan(1_000_000);
   });
 
+  it("a shared store's record is carried out once the settlement is written or can never be; it stays while neither the store nor the journal has it", async () => {
+    // Written: carried out (the next start does not send it again).
+    const memory = await funded();
+    const written = journal();
+    const ok = new Billing(observed(memory, false, []), cfg.billing, written, quiet);
+    await ok.admit(principal, ctxOf('a'), 'req-written');
+    ok.claim('ten_1', 'req-written');
+    await ok.finish({ principal, ctx: ctxOf('a'), requestId: 'req-written', usage, startedAt: Date.now() });
+    expect(written.intended).toBe(0);
+    // A cost no ledger could take (out of range): nothing to retry, carried out; the hold released.
+    const never = journal();
+    const failures: string[] = [];
+    const refused = new Billing(observed(memory, false, []), cfg.billing, never, { settled: () => {}, failed: (what) => failures.push(what) });
+    await refused.admit(principal, ctxOf('b'), 'req-never');
+    refused.claim('ten_1', 'req-never');
+    const huge = { promptTokens: 10, completionTokens: Number.MAX_SAFE_INTEGER, totalTokens: Number.MAX_SAFE_INTEGER, estimated: false };
+    await refused.finish({ principal, ctx: ctxOf('b'), requestId: 'req-never', usage: huge, startedAt: Date.now() });
+    expect(failures).toContain('settle');
+    expect(never.intended).toBe(0);
+    expect((await memory.account('ten_1', '2026-11')).held).toBe(0);
+    // The store unreachable and the journal unwritable: the record is all that is left of it.
+    const kept = journal();
+    kept.append = () => {
+      throw new Error('disk full');
+    };
+    const down = new Billing(observed(memory, false, [], () => Promise.reject(new StoreUnavailableError(new Error('down')))), cfg.billing, kept, quiet);
+    await down.admit(principal, ctxOf('c'), 'req-kept');
+    down.claim('ten_1', 'req-kept');
+    await down.finish({ principal, ctx: ctxOf('c'), requestId: 'req-kept', usage, startedAt: Date.now() });
+    expect(kept.intended).toBe(1);
+  });
+
   it('a shared store whose settlement cannot be recorded: written to the store before finish() returns', async () => {
     const memory = await funded();
     const calls: string[] = [];

@@ -52,6 +52,14 @@ const normal = sse(
 );
 
 describe('ChatStreamRewriter', () => {
+  it('a provider that leaves out `created` after its first chunk: every chunk keeps the last one given (a number, never null)', () => {
+    const { id, object, model } = base;
+    const bare = (content: string) => ({ id, object, model, choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+    const { out } = run(sse(delta({ content: 'a' }), bare('b'), bare('c'), delta({}, 'stop'), '[DONE]'));
+    const chunks = out.filter((e) => e !== '[DONE]') as Array<{ created: unknown }>;
+    expect(chunks.map((c) => c.created)).toEqual([1_700_000_000, 1_700_000_000, 1_700_000_000, 1_700_000_000, 1_700_000_000]);
+  });
+
   it('a provider that changes its members before choices mid-stream (created, id) is followed: each chunk is read for itself', () => {
     const later = { ...base, id: 'chatcmpl-other', created: 1_700_000_009 };
     const { out } = run(sse(delta({ content: 'a' }), delta({ content: 'b' }), { ...later, choices: [{ index: 0, delta: { content: 'c' }, finish_reason: null }] }, { ...later, choices: [{ index: 0, delta: { content: 'd', reasoning_content: 'hidden' }, finish_reason: 'stop' }] }, '[DONE]'));

@@ -412,13 +412,13 @@ const STRING_BREAK = /["\\\x00-\x1f]/g;
 function fromTemplate(data: string, t: ChunkTemplate): ChunkSpans | null {
   const from = t.head.length;
   const to = data.length - t.tail.length;
-  if (to < from || !data.startsWith(t.head) || !data.endsWith(t.tail)) return null;
-  // The text must end exactly where the tail's quote stands; the word NOT_PLAIN refuses cannot
-  // reach into the tail (it starts with a quote), so any found from `from` on is in the text.
+  if (!data.startsWith(t.head) || !data.endsWith(t.tail)) return null;
+  // The text must end exactly where the tail's quote stands (which also refuses a chunk too
+  // short to hold head and tail apart: no break is found before `from`). The word NOT_PLAIN
+  // refuses is in no tail (the template's chunk passed NOT_PLAIN), so any found is in the text.
   STRING_BREAK.lastIndex = from;
   if (!STRING_BREAK.test(data) || STRING_BREAK.lastIndex !== to + 1) return null;
-  const word = data.indexOf('reasoning', from);
-  if (word !== -1 && word < to) return null;
+  if (data.indexOf('reasoning', from) !== -1) return null;
   return {
     choices: data.slice(t.choicesAt, data.length - t.choicesFromEnd),
     created: t.created,
