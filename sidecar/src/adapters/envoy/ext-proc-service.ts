@@ -162,7 +162,7 @@ class ExchangeStream implements Endable {
     call.on('end', () => {
       this.clearStall();
       this.finish(true);
-      // Our side is mostly closed already (the exchange's last answer ends it): a second end()
+      // Our side is usually closed already (the exchange's last answer ends it): a second end()
       // would only build an ERR_STREAM_ALREADY_FINISHED, stack trace and all, to drop it.
       if (!call.writableEnded) call.end();
     });
