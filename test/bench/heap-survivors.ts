@@ -54,8 +54,9 @@ async function inspector(url: string): Promise<{ send: (method: string, params?:
   const waiting = new Map<number, (result: unknown) => void>();
   ws.addEventListener('message', (ev) => {
     const m = JSON.parse(String(ev.data)) as { id?: number; result?: unknown };
-    if (m.id !== undefined) waiting.get(m.id)?.(m.result);
-    if (m.id !== undefined) waiting.delete(m.id);
+    if (m.id === undefined) return;
+    waiting.get(m.id)?.(m.result);
+    waiting.delete(m.id);
   });
   return {
     send: (method, params = {}) =>

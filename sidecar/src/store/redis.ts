@@ -63,7 +63,8 @@
  *
  * Connection policy: the offline queue is off and unfulfilled commands are
  * not resent after a reconnect (a write the caller was told failed must not
- * be replayed behind its back); each command gives up after commandTimeoutMs;
+ * be replayed behind its back); each store operation (a script, a pipeline)
+ * gives up between commandTimeoutMs and a tenth more (command-deadlines.ts);
  * the client reconnects forever with a backoff of 50 ms doubling to 1 s.
  * Only while the very first connection attempt is in flight do calls wait for
  * it (at most connectTimeoutMs), so a store used right after creation works.
