@@ -10,7 +10,8 @@
  *
  * Unary latency comes from a sequential keep-alive client with hrtime timing
  * (latency.ts, sub-ms resolution), interleaved in rounds across the targets;
- * throughput from autocannon at BENCH_CONNECTIONS, back-to-back per target.
+ * throughput from autocannon at BENCH_CONNECTIONS, in rounds across the
+ * targets too (BENCH_LOAD_ROUNDS slices of BENCH_SECONDS / rounds each).
  * Streaming, in three shapes (chunks 0 ms apart; paced 5 ms apart; sliced:
  * the provider writes 1 to 500-byte slices 1 ms apart, `#sim:sliced`): a
  * sequential keep-alive client timing the first body byte, the first complete
@@ -33,9 +34,11 @@
  *   BENCH_STREAM_SLICED_REQUESTS the same for the sliced streaming targets
  *                        (default max(20, STREAM_REQUESTS/3); 0 leaves the sliced rows out)
  *   BENCH_ROUNDS         interleaved rounds the latency requests are split into (default 5)
+ *   BENCH_LOAD_ROUNDS    interleaved rounds the req/s and streams/s runs are split into (default 5;
+ *                        1 = each target's whole run back-to-back, as before 2026-11-28)
  *   BENCH_WARMUP         sequential warm-up requests per unary target (default min(200, max(20, REQUESTS/10)));
  *                        streaming targets warm up with min(50, max(5, n/10)) of their own requests
- *   BENCH_WARMUP_SECONDS autocannon / streams/s warm-up per target before its measured run (default 1)
+ *   BENCH_WARMUP_SECONDS autocannon / streams/s warm-up per target before its first slice (default 1)
  *   BENCH_SCENARIOS      comma-separated subset of scenario names (default all; see scenarios.ts).
  *                        The redis/credit gateways are only started when a selected scenario needs them.
  *   BENCH_COLD_SAMPLES   samples per pause of the box's wake-up measure (cold-cpu.ts; default 200)
@@ -56,6 +59,7 @@ import {
 } from './latency.js';
 import { messageProbe, messagesJson, messagesTable, type MessageCounts } from './messages.js';
 import { addCpu, cpuSnapshot, procMemMb } from './proc.js';
+import { interleaved, loadRounds, ThroughputTally } from './rounds.js';
 import { streamLoad } from './stream-load.js';
 import { ceilingRows, ceilingTable, memoryTable, targetRows, targetsTable, met, overFloor, roomOverFloor, type MemoryResult } from './summary.js';
 import { coldCpuTable, measureColdCpu } from './cold-cpu.js';
@@ -140,6 +144,8 @@ interface Params {
   readonly pacedRequests: number;
   readonly slicedRequests: number;
   readonly rounds: number;
+  /** Rounds the load phases (req/s, streams/s) are split into (loadRounds). */
+  readonly loadRounds: number;
   readonly warmup: number;
   readonly warmupSeconds: number;
   readonly scenarios: readonly string[];
@@ -170,6 +176,7 @@ function readParams(): Params {
     pacedRequests,
     slicedRequests,
     rounds: envInt('BENCH_ROUNDS', 5),
+    loadRounds: envInt('BENCH_LOAD_ROUNDS', 5),
     warmup: envInt('BENCH_WARMUP', Math.min(200, Math.max(20, Math.ceil(requests / 10))), 0),
     warmupSeconds: envNum('BENCH_WARMUP_SECONDS', 1, 0),
     scenarios: names.length ? names : all,
@@ -180,19 +187,6 @@ function readParams(): Params {
 // ---- phases ----
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/**
- * n requests per runner, split into interleaved rounds with the order rotated
- * each round, so drift (thermal, GC, other load) hits every target alike.
- */
-async function interleaved(runners: ReadonlyArray<(n: number) => Promise<unknown>>, requests: number, rounds: number): Promise<void> {
-  const r = Math.max(1, Math.min(rounds, requests));
-  const base = Math.floor(requests / r);
-  for (let round = 0; round < r; round++) {
-    const n = round === r - 1 ? requests - base * (r - 1) : base;
-    for (let i = 0; i < runners.length; i++) await runners[(i + round) % runners.length]!(n);
-  }
-}
 
 async function smokeCheck(t: Targets, scenarios: readonly Scenario[]): Promise<void> {
   for (const s of scenarios) {
@@ -279,34 +273,42 @@ function streamResult(s: StreamScenario, sample: StreamSample, load: StreamLoadR
 }
 
 /**
- * Streams per second of one streaming row at p.connections: a warm-up, then a
- * measured run; CPU by process over the measured run, per whole stream and per
- * `data:` event received.
+ * Streams per second of the streaming rows at p.connections (loadRounds);
+ * CPU by process over the measured slices, per whole stream and per `data:`
+ * event received.
  */
-async function streamLoadRun(t: Targets, s: StreamScenario, p: Params): Promise<StreamLoadResult> {
-  const req = s.request(t);
-  if (p.warmupSeconds > 0) await streamLoad(req, s.checkEach, p.connections, p.warmupSeconds);
-  const pids = t.pids(s.gateway);
-  const before = cpuSnapshot(pids);
-  const { sample, durationS } = await streamLoad(req, s.checkEach, p.connections, p.seconds);
-  const cpu: Record<string, number> = {};
-  addCpu(cpu, before, cpuSnapshot(pids));
-  const streams = sample.doneMs.length;
-  const events = streams * (latencyStats(sample.events).p50 || s.expectedEvents);
-  return {
-    connections: p.connections,
-    durationS,
-    streams,
-    streamsPerS: durationS > 0 ? streams / durationS : NaN,
-    firstEvent: latencyStats(sample.firstEventMs),
-    done: latencyStats(sample.doneMs),
-    non2xx: sample.non2xx,
-    bad: sample.bad,
-    errors: sample.errors,
-    firstProblem: sample.firstProblem,
-    cpuMsPerStream: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, streams > 0 ? v / streams : NaN])),
-    cpuMsPerEvent: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, events > 0 ? v / events : NaN])),
-  };
+async function streamLoadRuns(t: Targets, scenarios: readonly StreamScenario[], p: Params): Promise<Map<string, StreamLoadResult>> {
+  const runs = scenarios.map((s) => ({ s, req: s.request(t), pids: t.pids(s.gateway), sample: emptyStreamSample(), durationS: 0, cpu: {} as Record<string, number> }));
+  for (const r of runs) if (p.warmupSeconds > 0) await streamLoad(r.req, r.s.checkEach, p.connections, p.warmupSeconds);
+  await loadRounds(
+    runs.map((r) => async (seconds: number) => {
+      const before = cpuSnapshot(r.pids);
+      r.durationS += (await streamLoad(r.req, r.s.checkEach, p.connections, seconds, r.sample)).durationS;
+      addCpu(r.cpu, before, cpuSnapshot(r.pids));
+    }),
+    p.seconds,
+    p.loadRounds,
+  );
+  const out = new Map<string, StreamLoadResult>();
+  for (const { s, sample, durationS, cpu } of runs) {
+    const streams = sample.doneMs.length;
+    const events = streams * (latencyStats(sample.events).p50 || s.expectedEvents);
+    out.set(s.name, {
+      connections: p.connections,
+      durationS,
+      streams,
+      streamsPerS: durationS > 0 ? streams / durationS : NaN,
+      firstEvent: latencyStats(sample.firstEventMs),
+      done: latencyStats(sample.doneMs),
+      non2xx: sample.non2xx,
+      bad: sample.bad,
+      errors: sample.errors,
+      firstProblem: sample.firstProblem,
+      cpuMsPerStream: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, streams > 0 ? v / streams : NaN])),
+      cpuMsPerEvent: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, events > 0 ? v / events : NaN])),
+    });
+  }
+  return out;
 }
 
 /** Peak (VmHWM) and current RSS of every process of the run, gateway variants' under `name(variant)`. */
@@ -367,31 +369,25 @@ async function redisProbe(t: Targets, s: UnaryScenario, variant: GatewayVariant)
   };
 }
 
-async function throughputRun(t: Targets, s: UnaryScenario, p: Params): Promise<ThroughputResult> {
-  const req = s.request(t);
-  const opts = { url: req.url, method: req.method as 'POST', headers: { ...req.headers }, body: req.body, connections: p.connections };
-  if (p.warmupSeconds > 0) await autocannon({ ...opts, duration: p.warmupSeconds });
-  const pids = t.pids(s.gateway);
-  const before = cpuSnapshot(pids);
-  const r = await autocannon({ ...opts, duration: p.seconds });
-  const after = cpuSnapshot(pids);
-  const total = r.requests.total;
-  const cpuMsPerReq: Record<string, number> = {};
-  for (const name of Object.keys(after)) cpuMsPerReq[name] = total > 0 ? ((after[name] ?? NaN) - (before[name] ?? NaN)) / total : NaN;
-  return {
-    rps: r.duration > 0 ? total / r.duration : NaN,
-    total,
-    ok2xx: r['2xx'],
-    non2xx: r.non2xx,
-    s4xx: r['4xx'],
-    s5xx: r['5xx'],
-    errors: r.errors,
-    timeouts: r.timeouts,
-    durationS: r.duration,
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    cpuMsPerReq,
-  };
+/** Requests per second of the unary rows at p.connections (loadRounds), with CPU by process per response. */
+async function throughputRuns(t: Targets, scenarios: readonly UnaryScenario[], p: Params): Promise<Map<string, ThroughputResult>> {
+  const runs = scenarios.map((s) => {
+    const req = s.request(t);
+    const opts = { url: req.url, method: req.method as 'POST', headers: { ...req.headers }, body: req.body, connections: p.connections };
+    return { s, opts, pids: t.pids(s.gateway), tally: new ThroughputTally() };
+  });
+  for (const r of runs) if (p.warmupSeconds > 0) await autocannon({ ...r.opts, duration: p.warmupSeconds });
+  await loadRounds(
+    runs.map((r) => async (seconds: number) => {
+      const before = cpuSnapshot(r.pids);
+      const result = await autocannon({ ...r.opts, duration: seconds });
+      addCpu(r.tally.cpu, before, cpuSnapshot(r.pids));
+      r.tally.add(result);
+    }),
+    p.seconds,
+    p.loadRounds,
+  );
+  return new Map(runs.map((r) => [r.s.name, r.tally.result()]));
 }
 
 // ---- main ----
@@ -445,6 +441,7 @@ async function main(): Promise<number> {
       message_probe_requests: MESSAGE_PROBE_REQUESTS,
       redis_probe_requests: REDIS_PROBE_REQUESTS,
       rounds: p.rounds,
+      load_rounds: p.loadRounds,
       warmup: p.warmup,
       warmup_seconds: p.warmupSeconds,
       scenarios: p.scenarios,
@@ -459,7 +456,7 @@ async function main(): Promise<number> {
     out.push(`envoy   : ${targets.envoyVersion} (${targets.envoyBin}), --concurrency ${targets.envoyConcurrency} for every Envoy`);
     out.push(
       `params  : latency = ${p.requests} sequential requests/target on 1 keep-alive connection, ${p.rounds} interleaved rounds, ${p.warmup} warm-up requests; ` +
-        `throughput = autocannon ${p.connections} connections x ${p.seconds} s/target after ${p.warmupSeconds} s warm-up`,
+        `throughput = autocannon ${p.connections} connections x ${p.seconds} s/target in ${p.loadRounds} interleaved rounds after ${p.warmupSeconds} s warm-up`,
     );
     out.push(`request : {"model": "sim-core-1" (a,b) | "svc-core" (c,d), "messages": [{"role": "user", "content": ${JSON.stringify(USER_MESSAGE)}}]}`);
     out.push(
@@ -469,7 +466,7 @@ async function main(): Promise<number> {
         (p.slicedRequests > 0
           ? `; sliced (provider writes 1-500 byte slices 1 ms apart): ${JSON.stringify(streamMessage(SLICED_TOKENS, 0, true))}, ${p.slicedRequests} requests/target`
           : '') +
-        `; streams/s: ${p.connections} concurrent streaming clients x ${p.seconds} s/target (0 ms rows), every stream read to its end and checked`,
+        `; streams/s: ${p.connections} concurrent streaming clients x ${p.seconds} s/target in ${p.loadRounds} interleaved rounds (0 ms rows), every stream read to its end and checked`,
     );
     out.push(`gateways: main: memory store, credit check off (the stack the integration tests start), used by (c) and the streaming rows`);
     for (const v of targets.variants) {
@@ -516,16 +513,10 @@ async function main(): Promise<number> {
       if (m) messages.push(m);
     }
 
-    const through = new Map<string, ThroughputResult>();
-    for (const s of unary) {
-      process.stdout.write(`bench: throughput phase ${s.label}...\n`);
-      through.set(s.name, await throughputRun(targets, s, p));
-    }
-    const loads = new Map<string, StreamLoadResult>();
-    for (const s of streams) {
-      process.stdout.write(`bench: streams/s phase ${s.label}...\n`);
-      loads.set(s.name, await streamLoadRun(targets, s, p));
-    }
+    process.stdout.write(`bench: throughput phase, ${unary.map((s) => s.label.split(' ')[0]).join(' ')} in ${p.loadRounds} rounds...\n`);
+    const through = await throughputRuns(targets, unary, p);
+    process.stdout.write(`bench: streams/s phase, ${streams.map((s) => s.label.split(' ')[0]).join(' ')} in ${p.loadRounds} rounds...\n`);
+    const loads = await streamLoadRuns(targets, streams, p);
     const memory = memoryOf(targets);
 
     const results: ScenarioResult[] = unary.map((s) => {
@@ -547,7 +538,7 @@ async function main(): Promise<number> {
       lines.push(`Latency: sequential client, 1 keep-alive connection, hrtime per request (send -> last body byte), 2xx only`);
       lines.push(latencyTable(results));
       lines.push('');
-      lines.push(`Throughput: autocannon, ${p.connections} connections, ${p.seconds} s per target (* autocannon latency, whole ms)`);
+      lines.push(`Throughput: autocannon, ${p.connections} connections, ${p.seconds} s per target in ${p.loadRounds} interleaved rounds (* autocannon latency, whole ms: median over the rounds)`);
       lines.push(throughputTable(results));
       lines.push('');
       const procNames = ['bench', 'simulator', 'envoy-bare', 'envoy-floor', 'null-sidecar', 'envoy', 'sidecar', 'account', ...(targets.variants.length ? ['redis'] : [])];
@@ -602,7 +593,7 @@ async function main(): Promise<number> {
       if (streamResults.some((r) => r.load)) {
         lines.push('');
         lines.push(
-          `Streams per second: ${p.connections} concurrent streaming clients (1 keep-alive connection each) x ${p.seconds} s per target after ${p.warmupSeconds} s warm-up; ` +
+          `Streams per second: ${p.connections} concurrent streaming clients (1 keep-alive connection each) x ${p.seconds} s per target in ${p.loadRounds} interleaved rounds after ${p.warmupSeconds} s warm-up; ` +
             'a stream counts once read to its end and checked (event count, data: [DONE]); latencies under that load, ms; CPU from /proc over the measured run ' +
             '(the floor\'s sidecar is null-sidecar; per event = per data: event received)',
         );
