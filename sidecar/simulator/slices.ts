@@ -7,6 +7,7 @@
  * long as the stream is generated faster than it is sent (chunk delay 0).
  */
 import type { ServerResponse } from 'node:http';
+import { writeNow } from './write-now.js';
 
 export interface SliceSettings {
   /** PRNG seed of the slice sizes. */
@@ -103,8 +104,7 @@ export class SlicedOutput {
     const size = Math.min(this.queued, 1 + Math.floor(this.rand() * this.settings.maxBytes));
     const slice = this.take(size);
     this.due! += this.settings.gapMs; // set by schedule(), which queued this tick
-    const ok = this.res.write(slice);
-    this.res.socket?.uncork();
+    const ok = writeNow(this.res, slice);
     if (!ok) {
       this.waitingDrain = true;
       this.res.once('drain', () => {

@@ -6,6 +6,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { SlicedOutput, type SliceSettings } from './slices.js';
+import { writeNow } from './write-now.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
@@ -52,10 +53,7 @@ export class SseWriter {
       this.sliced.push(event);
       return true;
     }
-    const ok = this.res.write(event);
-    // Node corks the socket for the rest of the tick on a chunked write; flush
-    // now so every event leaves as its own network write.
-    this.res.socket?.uncork();
+    const ok = writeNow(this.res, event);
     if (!ok) {
       await this.waitFor((resume) => {
         this.res.once('drain', resume);
