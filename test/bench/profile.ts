@@ -26,6 +26,8 @@
  *                                        PROFILE_CONFIG='{"log":{"level":"warn"}}' merged over the
  *                                        gateway's configuration (what one feature costs, run beside
  *                                        the default)
+ *                                        PROFILE_STORE=memory the same gateway on the memory store (what
+ *                                        the Redis store costs the sidecar, run beside the default)
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -179,7 +181,8 @@ async function main(): Promise<void> {
   const profDir = mkdtempSync(join(tmpdir(), 'gw-profile-'));
   const spec = GATEWAY_VARIANTS.credit;
   const config = process.env.PROFILE_CONFIG ? mergeConfig(spec.options.config ?? {}, JSON.parse(process.env.PROFILE_CONFIG) as Record<string, unknown>) : spec.options.config;
-  const gw = await startGateway({ ...spec.options, config, nodeArgs: CPU_ONLY ? {} : { sidecar: ['--cpu-prof', '--cpu-prof-interval', String(INTERVAL_US), '--cpu-prof-dir', profDir] } });
+  const store = process.env.PROFILE_STORE === 'memory' ? 'memory' : spec.options.store;
+  const gw = await startGateway({ ...spec.options, store, config, nodeArgs: CPU_ONLY ? {} : { sidecar: ['--cpu-prof', '--cpu-prof-interval', String(INTERVAL_US), '--cpu-prof-dir', profDir] } });
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
@@ -222,7 +225,7 @@ async function main(): Promise<void> {
     events = 0;
 
     const out: string[] = [];
-    out.push(`sidecar ${CPU_ONLY ? 'CPU' : 'profile'}: store redis, credit check on, ${CONCURRENCY} connections${SLICED ? ', sliced streams' : ''}${process.env.PROFILE_CONFIG ? `, config ${process.env.PROFILE_CONFIG}` : ''}`);
+    out.push(`sidecar ${CPU_ONLY ? 'CPU' : 'profile'}: store ${store ?? 'memory'}, credit check on, ${CONCURRENCY} connections${SLICED ? ', sliced streams' : ''}${process.env.PROFILE_CONFIG ? `, config ${process.env.PROFILE_CONFIG}` : ''}`);
     let t0 = 0;
     let t1 = 0;
     let t2 = 0;
