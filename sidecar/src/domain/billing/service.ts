@@ -406,6 +406,7 @@ export class Billing {
   finish(f: Finished): Promise<void> {
     this.confirming.delete(f.requestId);
     const settling = this.ledger.inProcess ? this.afterTurn.run(() => this.settleOrRelease(f)) : this.settleOrRelease(f);
+    // The callback runs in a later microtask, so `slot` below is assigned by then.
     const done = settling.finally(() => {
       this.live.delete(f.requestId);
       this.finishing.delete(slot, done);

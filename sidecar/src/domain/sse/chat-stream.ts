@@ -33,8 +33,11 @@ export class ChatStreamRewriter {
   private readonly aliasJson: string;
   /** The provider's members before `choices`, as its last plain chunk had them (checked once per stream, not per chunk). */
   private prefix: ChunkPrefix | null = null;
-  /** The provider's last plain chunk cut around its content text (checked once per stream, not per chunk). */
+  /** The provider's last fully scanned plain chunk, cut around its content text: later chunks that fit it are not scanned. */
   private template: ChunkTemplate | null = null;
+  /** What a spliced chunk says before its choices, made again only when `created` changes (once per stream). */
+  private spliceHead = '';
+  private spliceHeadCreated = -1;
 
   constructor(
     private readonly ctx: InferenceContext,
@@ -134,10 +137,6 @@ export class ChatStreamRewriter {
     }
     return this.spliceHead + c.choices + '}\n\n';
   }
-
-  /** What a spliced chunk says before its choices, made again only when `created` changes (once per stream). */
-  private spliceHead = '';
-  private spliceHeadCreated = -1;
 
   private rewriteChunk(chunk: Record<string, unknown>): string {
     if (typeof chunk.created === 'number') this.created = chunk.created;
