@@ -12,7 +12,10 @@
  *   npx tsx test/bench/ab-latency.ts /tmp/base
  *
  *   AB_REQUESTS  measured requests per checkout (default 3000)
- *   AB_WARMUP    unmeasured requests per checkout first (default 300)
+ *   AB_LOAD_WARMUP_SECONDS  load at 16 connections per checkout before anything else
+ *                (warm-up.ts: the sidecar's code optimized, as in service; default 5;
+ *                0: none, as before session 21)
+ *   AB_WARMUP    unmeasured requests per checkout first, one at a time (default 300)
  *   AB_STORE     memory (default) or redis (with the credit check on)
  *   AB_BLOCK     requests to one checkout before the other's turn (default 1;
  *                n > 1 leaves each block's first request unmeasured, so work
@@ -35,6 +38,7 @@ import { SequentialClient, StreamClient, latencyStats } from './latency.js';
 import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { fmt, table } from './report.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
+import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
 const envInt = (name: string, dflt: number) => {
   const v = Number(process.env[name] ?? dflt);
@@ -56,6 +60,7 @@ const REQUESTS = envInt('AB_REQUESTS', 3000);
  */
 const BLOCK = Math.max(1, envInt('AB_BLOCK', 1));
 const WARMUP = envInt('AB_WARMUP', 300);
+const LOAD_WARMUP = envInt('AB_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS);
 const STORE = process.env.AB_STORE === 'redis' ? 'redis' : 'memory';
 const KIND = process.env.AB_KIND === 'stream' || process.env.AB_KIND === 'sliced' ? process.env.AB_KIND : 'json';
 const ALIAS = 'svc-core';
@@ -81,6 +86,7 @@ async function ready(start: Start): Promise<{ gw: TestGateway; one: One }> {
     body,
   });
   if (KIND === 'json') {
+    await warmUnderLoad(spec(chatBody(ALIAS)), 16, LOAD_WARMUP);
     const client = new SequentialClient(spec(chatBody(ALIAS)));
     return {
       gw,
@@ -93,6 +99,7 @@ async function ready(start: Start): Promise<{ gw: TestGateway; one: One }> {
   }
   const check = (status: number, _body: string, events: number) =>
     status !== 200 ? `status ${status}` : events !== STREAM_EVENTS ? `${events} events, expected ${STREAM_EVENTS}` : null;
+  await warmUnderLoad(spec(streamBody(ALIAS, STREAM_TOKENS, 0, KIND === 'sliced')), 16, LOAD_WARMUP, check);
   const client = new StreamClient(spec(streamBody(ALIAS, STREAM_TOKENS, 0, KIND === 'sliced')), check);
   return {
     gw,

@@ -13,12 +13,18 @@
  * (INFO commandstats). The columns' differences say which hop the gateway's
  * code makes longer than the floor's and by how much.
  *
+ * Every target first gets TIMELINE_LOAD_WARMUP_SECONDS of load at 16 connections
+ * (warm-up.ts: the sidecars' code optimized, as in service), then 200 chats in
+ * turn that are not measured; the sidecar and Redis means cover the measured
+ * chats only.
+ *
  * TIMELINE_GAP_MS puts an idle pause before each request: on a virtual
  * machine every hop between processes then starts from an idle CPU, and the
  * same request takes longer (docs/benchmark.md, 2026-11-26 evening).
  *
  *   npx tsx test/bench/json-timeline.ts     TIMELINE_REQUESTS (default 1500 per target; the first 200 warm up)
  *                                           TIMELINE_GAP_MS (default 0)
+ *                                           TIMELINE_LOAD_WARMUP_SECONDS (default 5; 0: none, as before session 21)
  */
 import { Agent, request } from 'node:http';
 import { startTargets, stopTargets, installCleanupHandlers, type Targets } from './targets.js';
@@ -27,9 +33,11 @@ import { latencyStats } from './latency.js';
 import { envInteger, fmt, table } from './report.js';
 import type { TestGateway } from '../harness/gateway.js';
 import { Redis } from 'ioredis';
+import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
 const REQUESTS = envInteger('TIMELINE_REQUESTS', 1500, 300);
 const GAP_MS = envInteger('TIMELINE_GAP_MS', 0, 0);
+const LOAD_WARMUP = envInteger('TIMELINE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0);
 const WARMUP = 200;
 const INTERNAL_MODEL = 'sim-core-1';
 
@@ -74,11 +82,23 @@ function accessLog(lines: readonly string[], n: number): LogLine[] {
     .slice(-n);
 }
 
-/** Mean seconds of a histogram in the sidecar's /metrics (sum / count of the series matching `labels`). */
-async function histogramMean(gw: TestGateway, name: string, labels: string): Promise<number> {
+interface Histogram {
+  readonly sum: number;
+  readonly count: number;
+}
+/** A histogram of the sidecar's /metrics (sum and count of the series matching `labels`). */
+async function histogram(gw: TestGateway, name: string, labels: string): Promise<Histogram> {
   const text = await (await fetch(`${gw.stack.adminUrl}/metrics`, { headers: { authorization: `Bearer ${gw.stack.adminToken}` } })).text();
   const value = (suffix: string) => Number(new RegExp(`^${name}_${suffix}\\{${labels}\\} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-  return value('sum') / value('count');
+  return { sum: value('sum'), count: value('count') };
+}
+/** The sidecar histograms the table reports: row, metric, labels. */
+const SIDECAR_SERIES: ReadonlyArray<readonly [string, string, string]> = [
+  ['sidecar: an authorization, mean (its /metrics)', 'gateway_phase_duration_seconds', 'phase="authorization"'],
+  ['sidecar: a ledger operation (hold or settlement), mean', 'gateway_store_operation_duration_seconds', 'store="ledger",result="ok"'],
+];
+async function snapshot(targets: readonly Target[]): Promise<Array<Array<Histogram | null>>> {
+  return Promise.all(SIDECAR_SERIES.map(([, name, labels]) => Promise.all(targets.map((x) => (x.gateway ? histogram(x.gateway, name, labels) : null)))));
 }
 
 function targetsOf(t: Targets): Target[] {
@@ -103,13 +123,24 @@ installCleanupHandlers();
 const t = await startTargets({ variants: ['credit'], shapedFloor: true });
 try {
   const targets = targetsOf(t);
+  for (const target of targets) {
+    await warmUnderLoad({ url: target.url, method: 'POST', headers: { ...target.headers, 'content-type': 'application/json' }, body: target.body }, 16, LOAD_WARMUP);
+  }
+  const credit = t.variant('credit');
+  const probe = new Redis(credit.redisUrl);
+  let before: Array<Array<Histogram | null>> = [];
   for (let i = 0; i < REQUESTS; i++) {
+    if (i === WARMUP) {
+      before = await snapshot(targets);
+      await probe.config('RESETSTAT');
+    }
     for (const target of targets) {
       if (GAP_MS) await new Promise((r) => setTimeout(r, GAP_MS));
       const ms = await chat(target);
       if (i >= WARMUP) target.client.push(ms);
     }
   }
+  const after = await snapshot(targets);
   await new Promise((r) => setTimeout(r, 300)); // the last access-log lines
   const measured = REQUESTS - WARMUP;
   const logs = targets.map((target) => accessLog(t.envoyLines(target.url), measured));
@@ -133,10 +164,8 @@ try {
     ['first request byte -> caller last byte (Envoy)', us('downstream_tx_last_us')],
   ];
   process.stdout.write(`JSON chats, one connection per target, in turn, ${measured} measured each${GAP_MS ? `, ${GAP_MS} ms idle before each` : ''}; ms, p50\n`);
-  const sidecar = async (gw: TestGateway | null, metric: string, labels: string) => (gw ? fmt((await histogramMean(gw, metric, labels)) * 1000) : '-');
-  const sidecarRow = async (what: string, metric: string, labels: string) => [what, ...(await Promise.all(targets.map((x) => sidecar(x.gateway, metric, labels))))];
-  const credit = t.variant('credit');
-  const probe = new Redis(credit.redisUrl);
+  const mean = (b: Histogram | null | undefined, a: Histogram | null | undefined) => (a && b ? fmt(((a.sum - b.sum) / (a.count - b.count)) * 1000) : '-');
+  const sidecarRows = SIDECAR_SERIES.map(([what], k) => [what, ...targets.map((_, i) => mean(before[k]?.[i], after[k]?.[i]))]);
   const stats = await probe.info('commandstats');
   probe.disconnect();
   const evalsha = Number(/^cmdstat_evalsha:.*usec_per_call=([\d.]+)/m.exec(stats)?.[1] ?? NaN) / 1000;
@@ -146,8 +175,7 @@ try {
       [
         ['client: request written -> last byte', ...targets.map((x) => fmt(median(x.client)))],
         ...rows.map(([what, f]): string[] => [what, ...targets.map((_, i) => p50(i, f))]),
-        await sidecarRow('sidecar: an authorization, mean (its /metrics)', 'gateway_phase_duration_seconds', 'phase="authorization"'),
-        await sidecarRow('sidecar: a ledger operation (hold or settlement), mean', 'gateway_store_operation_duration_seconds', 'store="ledger",result="ok"'),
+        ...sidecarRows,
         ['Redis: one script (EVALSHA), mean of its own time', ...targets.map((x) => (x.gateway === credit.gateway ? fmt(evalsha) : '-'))],
       ],
     )}\n`,

@@ -39,6 +39,10 @@
  *   BENCH_WARMUP         sequential warm-up requests per unary target (default min(200, max(20, REQUESTS/10)));
  *                        streaming targets warm up with min(50, max(5, n/10)) of their own requests
  *   BENCH_WARMUP_SECONDS autocannon / streams/s warm-up per target before its first slice (default 1)
+ *   BENCH_LOAD_WARMUP_SECONDS before anything is measured, every target (bare Envoy and the floor too)
+ *                        under load at BENCH_CONNECTIONS for this long, so the sidecars' code is
+ *                        optimized by V8 as in a gateway in service (warm-up.ts; default 5; 0 = none,
+ *                        the runs before 2026-11-28 session 21)
  *   BENCH_SCENARIOS      comma-separated subset of scenario names (default all; see scenarios.ts).
  *                        The redis/credit gateways are only started when a selected scenario needs them.
  *   BENCH_COLD_SAMPLES   samples per pause of the box's wake-up measure (cold-cpu.ts; default 200)
@@ -58,6 +62,7 @@ import {
   type StreamSample,
 } from './latency.js';
 import { messageProbe, messagesJson, messagesTable, type MessageCounts } from './messages.js';
+import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 import { addCpu, cpuSnapshot, procMemMb } from './proc.js';
 import { interleaved, loadRounds, ThroughputTally } from './rounds.js';
 import { streamLoad } from './stream-load.js';
@@ -148,6 +153,8 @@ interface Params {
   readonly loadRounds: number;
   readonly warmup: number;
   readonly warmupSeconds: number;
+  /** Load per target before the first measurement (warm-up.ts). */
+  readonly loadWarmupSeconds: number;
   readonly scenarios: readonly string[];
   /** Samples per pause of the wake-up measure (cold-cpu.ts). */
   readonly coldSamples: number;
@@ -179,6 +186,7 @@ function readParams(): Params {
     loadRounds: envInt('BENCH_LOAD_ROUNDS', 5),
     warmup: envInt('BENCH_WARMUP', Math.min(200, Math.max(20, Math.ceil(requests / 10))), 0),
     warmupSeconds: envNum('BENCH_WARMUP_SECONDS', 1, 0),
+    loadWarmupSeconds: envNum('BENCH_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0),
     scenarios: names.length ? names : all,
     coldSamples: envInt('BENCH_COLD_SAMPLES', 200, 50),
   };
@@ -444,6 +452,7 @@ async function main(): Promise<number> {
       load_rounds: p.loadRounds,
       warmup: p.warmup,
       warmup_seconds: p.warmupSeconds,
+      load_warmup_seconds: p.loadWarmupSeconds,
       scenarios: p.scenarios,
       envoy_concurrency: targets.envoyConcurrency,
       message: USER_MESSAGE,
@@ -455,7 +464,8 @@ async function main(): Promise<number> {
     out.push(`node    : ${machine.node}`);
     out.push(`envoy   : ${targets.envoyVersion} (${targets.envoyBin}), --concurrency ${targets.envoyConcurrency} for every Envoy`);
     out.push(
-      `params  : latency = ${p.requests} sequential requests/target on 1 keep-alive connection, ${p.rounds} interleaved rounds, ${p.warmup} warm-up requests; ` +
+      `warm-up : every target under load first, ${p.connections} connections x ${p.loadWarmupSeconds} s (the sidecars' code optimized, as in service)\n` +
+        `params  : latency = ${p.requests} sequential requests/target on 1 keep-alive connection, ${p.rounds} interleaved rounds, ${p.warmup} warm-up requests; ` +
         `throughput = autocannon ${p.connections} connections x ${p.seconds} s/target in ${p.loadRounds} interleaved rounds after ${p.warmupSeconds} s warm-up`,
     );
     out.push(`request : {"model": "sim-core-1" (a,b) | "svc-core" (c,d), "messages": [{"role": "user", "content": ${JSON.stringify(USER_MESSAGE)}}]}`);
@@ -481,6 +491,11 @@ async function main(): Promise<number> {
     process.stdout.write(`${out.join('\n')}\n\n`);
 
     await smokeCheck(targets, scenarios);
+
+    if (p.loadWarmupSeconds > 0) {
+      process.stdout.write(`bench: warm-up under load, ${p.loadWarmupSeconds} s per target...\n`);
+      for (const s of scenarios) await warmUnderLoad(s.request(targets), p.connections, p.loadWarmupSeconds, s.kind === 'stream' ? s.checkEach : undefined);
+    }
 
     if (unary.length > 0) process.stdout.write('bench: latency phase (sequential)...\n');
     const samples = await latencyPhase(targets, unary, p);

@@ -20,15 +20,19 @@
  *
  *   npx tsx test/bench/stream-timeline.ts     TIMELINE_STREAMS (default 40; the first 5 warm up)
  *                                             TIMELINE_TOKENS (default 32)
+ *                                             TIMELINE_LOAD_WARMUP_SECONDS (default 5): sliced streams at
+ *                                             16 connections to every target first (warm-up.ts; 0: none)
  */
 import { request } from 'node:http';
 import { installCleanupHandlers, startTargets, stopTargets } from './targets.js';
 import { streamBody } from './scenarios.js';
 import { envInteger, fmt, table } from './report.js';
+import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
 const STREAMS = envInteger('TIMELINE_STREAMS', 40, 6);
 const TOKENS = envInteger('TIMELINE_TOKENS', 32, 6);
 const WARMUP = 5;
+const LOAD_WARMUP = envInteger('TIMELINE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0);
 
 /** Milliseconds from the request's first byte to each complete SSE event. */
 function eventTimes(url: string, headers: Record<string, string>, body: string): Promise<number[]> {
@@ -72,6 +76,10 @@ try {
     { label: 'floor', url: `${t.floorUrl}/v1/chat/completions`, headers: provider, model: internal, envoy: t.floorUrl },
     { label: 'gateway (Redis, credit check)', url: `${credit.base}/chat/completions`, headers: { 'x-api-key': credit.key }, model: 'svc-core', envoy: credit.base },
   ];
+  for (const target of targets) {
+    const spec = { url: target.url, method: 'POST', headers: { 'content-type': 'application/json', ...target.headers }, bodyOf: (n: number) => body(target.model, n + 1) };
+    await warmUnderLoad(spec, 16, LOAD_WARMUP, (status) => (status === 200 ? null : `status ${status}`));
+  }
   const runs: number[][][] = targets.map(() => []);
   for (let seed = 1; seed <= STREAMS; seed++) {
     for (const [i, target] of targets.entries()) {

@@ -1,0 +1,33 @@
+/**
+ * Load before anything is measured. V8 compiles a function with its optimizing
+ * compiler (TurboFan) only after a few thousand calls' worth of work (Node 22:
+ * `--invocation-count-for-turbofan=3000`, Maglev off); until then the function
+ * runs in the baseline tier (Sparkplug), which calls a builtin for every
+ * property access and call. A sidecar answering one request at a time runs its
+ * request path that way for its first ~4,000 requests: about 1 ms slower per
+ * JSON chat at one connection on the 2-core box (`warm-up-curve.ts`,
+ * docs/benchmark.md, session 21). A gateway in service has long passed that
+ * point, so every target of a measurement first gets the same load (bare Envoy
+ * and the floor too) and what is measured is that steady state.
+ */
+import autocannon from 'autocannon';
+import type { RequestSpec } from './latency.js';
+import { streamLoad } from './stream-load.js';
+
+/** Seconds of load per target before measuring (5 s at 16 connections: several thousand requests on a gateway). */
+export const LOAD_WARMUP_SECONDS = 5;
+
+export type StreamCheck = (status: number, body: string, events: number) => string | null;
+
+/**
+ * `seconds` of requests like `spec` from `connections` clients at once; a
+ * streamed request (with its check) is read to its end. Returns how many
+ * requests were answered.
+ */
+export async function warmUnderLoad(spec: RequestSpec, connections: number, seconds: number, streamCheck?: StreamCheck): Promise<number> {
+  if (seconds <= 0) return 0;
+  if (streamCheck) return (await streamLoad(spec, streamCheck, connections, seconds)).sample.doneMs.length;
+  if (spec.bodyOf) throw new Error('warmUnderLoad: a unary request with bodyOf is not supported');
+  const result = await autocannon({ url: spec.url, method: spec.method as 'POST', headers: { ...spec.headers }, body: spec.body, connections, duration: seconds });
+  return result.requests.total;
+}
