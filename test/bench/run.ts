@@ -464,7 +464,7 @@ async function main(): Promise<number> {
     out.push(`node    : ${machine.node}`);
     out.push(`envoy   : ${targets.envoyVersion} (${targets.envoyBin}), --concurrency ${targets.envoyConcurrency} for every Envoy`);
     out.push(
-      `warm-up : every target under load first, ${p.connections} connections x ${p.loadWarmupSeconds} s (the sidecars' code optimized, as in service)\n` +
+      `warm-up : ${p.loadWarmupSeconds > 0 ? `every target under load first, ${p.connections} connections x ${p.loadWarmupSeconds} s (the sidecars' code optimized, as in service)` : 'none under load (BENCH_LOAD_WARMUP_SECONDS=0)'}\n` +
         `params  : latency = ${p.requests} sequential requests/target on 1 keep-alive connection, ${p.rounds} interleaved rounds, ${p.warmup} warm-up requests; ` +
         `throughput = autocannon ${p.connections} connections x ${p.seconds} s/target in ${p.loadRounds} interleaved rounds after ${p.warmupSeconds} s warm-up`,
     );

@@ -22,12 +22,27 @@ export type StreamCheck = (status: number, body: string, events: number) => stri
 /**
  * `seconds` of requests like `spec` from `connections` clients at once; a
  * streamed request (with its check) is read to its end. Returns how many
- * requests were answered.
+ * requests were answered well. Throws when an answer was not a 2xx (or a
+ * stream failed its check), or none came: a warm-up of the error path would
+ * leave the measured path cold. (A request cut off in flight when the time
+ * is up does not count.)
  */
 export async function warmUnderLoad(spec: RequestSpec, connections: number, seconds: number, streamCheck?: StreamCheck): Promise<number> {
   if (seconds <= 0) return 0;
-  if (streamCheck) return (await streamLoad(spec, streamCheck, connections, seconds)).sample.doneMs.length;
-  if (spec.bodyOf) throw new Error('warmUnderLoad: a unary request with bodyOf is not supported');
-  const result = await autocannon({ url: spec.url, method: spec.method as 'POST', headers: { ...spec.headers }, body: spec.body, connections, duration: seconds });
-  return result.requests.total;
+  let ok: number;
+  let failed: number;
+  let problem: string | undefined;
+  if (streamCheck) {
+    const { sample } = await streamLoad(spec, streamCheck, connections, seconds);
+    ok = sample.doneMs.length;
+    failed = sample.non2xx + sample.bad;
+    problem = sample.firstProblem ?? undefined;
+  } else {
+    if (spec.bodyOf) throw new Error('warmUnderLoad: a unary request with bodyOf is not supported');
+    const result = await autocannon({ url: spec.url, method: spec.method as 'POST', headers: { ...spec.headers }, body: spec.body, connections, duration: seconds });
+    ok = result['2xx'];
+    failed = result.non2xx;
+  }
+  if (failed > 0 || ok === 0) throw new Error(`warm-up of ${spec.url}: ${ok} answered, ${failed} failed${problem ? ` (${problem})` : ''}`);
+  return ok;
 }

@@ -13,7 +13,10 @@ beforeAll(async () => {
     req.on('data', (d: Buffer) => (body += d.toString()));
     req.on('end', () => {
       bodies.push(body);
-      if (body.includes('"stream":true')) {
+      if (body.includes('"fail"')) {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{"error":"no"}');
+      } else if (body.includes('"stream":true')) {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.end('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\ndata: [DONE]\n\n');
       } else {
@@ -68,6 +71,14 @@ describe('bench warm-up under load', () => {
     // Two clients, each counting from 1.
     expect(seeds.filter((s) => s === 1)).toHaveLength(2);
     expect(Math.max(...seeds)).toBeGreaterThan(1);
+  });
+
+  it('fails when answers are errors or streams fail their check: the measured path would stay cold', async () => {
+    await expect(warmUnderLoad({ url, method: 'POST', headers, body: '{"fail":1}' }, 2, 0.2)).rejects.toThrow(/0 answered, \d+ failed/);
+    await expect(warmUnderLoad({ url, method: 'POST', headers, body: '{"stream":true}' }, 2, 0.2, (_s, _b, events) => (events === 5 ? null : `${events} events`))).rejects.toThrow(
+      /0 answered, \d+ failed \(4 events\)/,
+    );
+    await expect(warmUnderLoad({ url: url.replace(/:\d+\//, ':1/'), method: 'POST', headers, body: '{}' }, 1, 0.2)).rejects.toThrow(/0 answered, 0 failed/);
   });
 
   it('refuses a unary request whose body changes per request (autocannon sends one body)', async () => {
