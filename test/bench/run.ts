@@ -287,7 +287,7 @@ function streamResult(s: StreamScenario, sample: StreamSample, load: StreamLoadR
  */
 async function streamLoadRuns(t: Targets, scenarios: readonly StreamScenario[], p: Params): Promise<Map<string, StreamLoadResult>> {
   const runs = scenarios.map((s) => ({ s, req: s.request(t), pids: t.pids(s.gateway), sample: emptyStreamSample(), durationS: 0, cpu: {} as Record<string, number> }));
-  for (const r of runs) if (p.warmupSeconds > 0) await streamLoad(r.req, r.s.checkEach, p.connections, p.warmupSeconds);
+  for (const r of runs) await warmUnderLoad(r.req, p.connections, p.warmupSeconds, r.s.checkEach);
   await loadRounds(
     runs.map((r) => async (seconds: number) => {
       const before = cpuSnapshot(r.pids);
@@ -384,7 +384,7 @@ async function throughputRuns(t: Targets, scenarios: readonly UnaryScenario[], p
     const opts = { url: req.url, method: req.method as 'POST', headers: { ...req.headers }, body: req.body, connections: p.connections };
     return { s, opts, pids: t.pids(s.gateway), tally: new ThroughputTally() };
   });
-  for (const r of runs) if (p.warmupSeconds > 0) await autocannon({ ...r.opts, duration: p.warmupSeconds });
+  for (const r of runs) await warmUnderLoad(r.s.request(t), p.connections, p.warmupSeconds);
   await loadRounds(
     runs.map((r) => async (seconds: number) => {
       const before = cpuSnapshot(r.pids);
