@@ -5,10 +5,11 @@
  * runs in the baseline tier (Sparkplug), which calls a builtin for every
  * property access and call. A sidecar answering one request at a time runs its
  * request path that way for its first ~4,000 to 6,000 requests, spending up to
- * twice the CPU per JSON chat (0.5 to 1.2 ms more per chat at one connection
- * on the 2-core box: `warm-up-curve.ts`, docs/benchmark.md, session 21). A gateway in service has long passed that
- * point, so every target of a measurement first gets the same load (bare Envoy
- * and the floor too) and what is measured is that steady state.
+ * twice the CPU per JSON chat (a p50 0.5 to 1.3 ms longer at one connection on
+ * the 2-core box: `warm-up-curve.ts`, docs/benchmark.md, session 21). A gateway
+ * in service has long passed that point, so every target of a measurement first
+ * gets the same load (bare Envoy and the floor too) and what is measured is
+ * that steady state.
  */
 import autocannon from 'autocannon';
 import type { RequestSpec } from './latency.js';
