@@ -62,7 +62,7 @@ import {
   type StreamSample,
 } from './latency.js';
 import { messageProbe, messagesJson, messagesTable, type MessageCounts } from './messages.js';
-import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
+import { autocannonOptions, LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 import { addCpu, cpuSnapshot, procMemMb } from './proc.js';
 import { interleaved, loadRounds, ThroughputTally } from './rounds.js';
 import { streamLoad } from './stream-load.js';
@@ -381,10 +381,9 @@ async function redisProbe(t: Targets, s: UnaryScenario, variant: GatewayVariant)
 async function throughputRuns(t: Targets, scenarios: readonly UnaryScenario[], p: Params): Promise<Map<string, ThroughputResult>> {
   const runs = scenarios.map((s) => {
     const req = s.request(t);
-    const opts = { url: req.url, method: req.method as 'POST', headers: { ...req.headers }, body: req.body, connections: p.connections };
-    return { s, opts, pids: t.pids(s.gateway), tally: new ThroughputTally() };
+    return { s, req, opts: autocannonOptions(req, p.connections), pids: t.pids(s.gateway), tally: new ThroughputTally() };
   });
-  for (const r of runs) await warmUnderLoad(r.s.request(t), p.connections, p.warmupSeconds);
+  for (const r of runs) await warmUnderLoad(r.req, p.connections, p.warmupSeconds);
   await loadRounds(
     runs.map((r) => async (seconds: number) => {
       const before = cpuSnapshot(r.pids);

@@ -20,6 +20,12 @@ export const LOAD_WARMUP_SECONDS = 5;
 
 export type StreamCheck = (status: number, body: string, events: number) => string | null;
 
+/** autocannon's options for requests like `spec` from `connections` clients (one body for every request). */
+export function autocannonOptions(spec: RequestSpec, connections: number): autocannon.Options {
+  if (spec.bodyOf) throw new Error('autocannon sends one body: a request with bodyOf is not supported');
+  return { url: spec.url, method: spec.method as 'POST', headers: { ...spec.headers }, body: spec.body, connections };
+}
+
 /**
  * `seconds` of requests like `spec` from `connections` clients at once; a
  * streamed request (with its check) is read to its end. Returns how many
@@ -39,8 +45,7 @@ export async function warmUnderLoad(spec: RequestSpec, connections: number, seco
     failed = sample.non2xx + sample.bad;
     problem = sample.firstProblem ?? undefined;
   } else {
-    if (spec.bodyOf) throw new Error('warmUnderLoad: a unary request with bodyOf is not supported');
-    const result = await autocannon({ url: spec.url, method: spec.method as 'POST', headers: { ...spec.headers }, body: spec.body, connections, duration: seconds });
+    const result = await autocannon({ ...autocannonOptions(spec, connections), duration: seconds });
     ok = result['2xx'];
     failed = result.non2xx;
   }
