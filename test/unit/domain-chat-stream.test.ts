@@ -1,6 +1,6 @@
 /** ChatStreamRewriter: chunk rewrite, reasoning removal, held-back usage, errors, split invariance. */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
@@ -211,21 +211,27 @@ describe('ChatStreamRewriter', () => {
       fc.constant(delta({}, 'stop')),
       fc.constant(usageChunk),
     );
-    fc.assert(
-      fc.property(fc.array(piece, { maxLength: 8 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 12 }), (pieces, done, points) => {
-        const bytes = Buffer.from(sse(...pieces, ...(done ? ['[DONE]'] : [])));
-        const at = [...new Set(points.map((p) => p % (bytes.length + 1)))].sort((a, b) => a - b);
-        const chunks = [...at, bytes.length].map((p, i, all) => bytes.subarray(i === 0 ? 0 : (all[i - 1] as number), p));
-        const whole = run('', rewriter(), [bytes]);
-        const split = run('', rewriter(), chunks);
-        expect(split.out).toEqual(whole.out);
-        expect(split.r.usage()).toEqual(whole.r.usage());
-        // A stream that ends before [DONE] is complete only if a finish_reason came; otherwise it was cut short.
-        const finished = done || pieces.some((p) => (p.choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason === 'stop');
-        if (finished) expect(whole.out.at(-1)).toBe('[DONE]');
-        else expect((whole.out.at(-1) as any).error.code).toBe('upstream_error');
-      }),
-      { numRuns: 300 },
-    );
+    // A stream whose chunks carry no `created` gets the clock's second: both rewriters of a run must read the same one.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.UTC(2026, 10, 28, 12, 0, 0, 500) });
+    try {
+      fc.assert(
+        fc.property(fc.array(piece, { maxLength: 8 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 12 }), (pieces, done, points) => {
+          const bytes = Buffer.from(sse(...pieces, ...(done ? ['[DONE]'] : [])));
+          const at = [...new Set(points.map((p) => p % (bytes.length + 1)))].sort((a, b) => a - b);
+          const chunks = [...at, bytes.length].map((p, i, all) => bytes.subarray(i === 0 ? 0 : (all[i - 1] as number), p));
+          const whole = run('', rewriter(), [bytes]);
+          const split = run('', rewriter(), chunks);
+          expect(split.out).toEqual(whole.out);
+          expect(split.r.usage()).toEqual(whole.r.usage());
+          // A stream that ends before [DONE] is complete only if a finish_reason came; otherwise it was cut short.
+          const finished = done || pieces.some((p) => (p.choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason === 'stop');
+          if (finished) expect(whole.out.at(-1)).toBe('[DONE]');
+          else expect((whole.out.at(-1) as any).error.code).toBe('upstream_error');
+        }),
+        { numRuns: 300 },
+      );
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
