@@ -39,7 +39,7 @@ for (let i = 0, k = 0; i < whole.length; k++) {
 }
 
 function once(): number {
-  const r = new ChatStreamRewriter(ctx, 'req-123', 'svc', 12);
+  const r = new ChatStreamRewriter(ctx, 'req-123', 'svc', 12, 1_700_000_000);
   let n = 0;
   for (const b of reads) n += r.push(b).length;
   return n + r.end().length;

@@ -38,7 +38,7 @@ const provider = {
 };
 
 function rewrite(raw: unknown, ctx = ctxFor({ model: 'svc-quick' }), brand = 'svc') {
-  const r = rewriteChatCompletion(Buffer.from(typeof raw === 'string' ? raw : JSON.stringify(raw)), ctx, 'req-1', brand);
+  const r = rewriteChatCompletion(Buffer.from(typeof raw === 'string' ? raw : JSON.stringify(raw)), ctx, 'req-1', brand, 1_764_331_200);
   if (!r.ok) throw new Error('not ok');
   return { body: JSON.parse(r.body) as Record<string, unknown>, usage: r.usage, text: r.body };
 }
@@ -51,6 +51,12 @@ describe('rewriteChatCompletion', () => {
     expect(body.model).toBe('svc-quick');
     expect(body.created).toBe(1_700_000_000);
     expect(body.svc).toEqual({ alias: 'svc-quick', request_id: 'req-1' });
+  });
+
+  it('a provider without created (or with a non-number): the request\'s start second', () => {
+    const { created: _gone, ...noCreated } = provider;
+    expect(rewrite(noCreated).body.created).toBe(1_764_331_200);
+    expect(rewrite({ ...provider, created: '1700000000' }).body.created).toBe(1_764_331_200);
   });
 
   it('drops every top-level vendor field', () => {
@@ -137,6 +143,6 @@ describe('rewriteChatCompletion', () => {
     ['choices not an array', JSON.stringify({ choices: {} })],
     ['an error object', JSON.stringify({ error: { message: 'boom' } })],
   ])('%s → ok:false', (_name, raw) => {
-    expect(rewriteChatCompletion(Buffer.from(raw), ctxFor({ model: 'svc-quick' }), 'r', 'svc')).toEqual({ ok: false });
+    expect(rewriteChatCompletion(Buffer.from(raw), ctxFor({ model: 'svc-quick' }), 'r', 'svc', 1_764_331_200)).toEqual({ ok: false });
   });
 });

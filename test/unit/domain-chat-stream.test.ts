@@ -1,6 +1,6 @@
 /** ChatStreamRewriter: chunk rewrite, reasoning removal, held-back usage, errors, split invariance. */
 import fc from 'fast-check';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
@@ -17,7 +17,9 @@ function ctxFor(model: string, extra: Record<string, unknown> = {}): InferenceCo
   return a.ctx;
 }
 
-const rewriter = (ctx = ctxFor('svc-quick')) => new ChatStreamRewriter(ctx, 'req-7', 'svc', 12);
+/** The request's start second, what the chunks say until the provider gives its own `created`. */
+const STARTED = 1_764_331_200;
+const rewriter = (ctx = ctxFor('svc-quick')) => new ChatStreamRewriter(ctx, 'req-7', 'svc', 12, STARTED);
 
 const base = { id: 'chatcmpl-up', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'sim-quick-1', system_fingerprint: 'fp' };
 const delta = (d: Record<string, unknown>, finish: string | null = null) => ({ ...base, choices: [{ index: 0, delta: d, finish_reason: finish }] });
@@ -58,6 +60,16 @@ describe('ChatStreamRewriter', () => {
     const { out } = run(sse(delta({ content: 'a' }), bare('b'), bare('c'), delta({}, 'stop'), '[DONE]'));
     const chunks = out.filter((e) => e !== '[DONE]') as Array<{ created: unknown }>;
     expect(chunks.map((c) => c.created)).toEqual([1_700_000_000, 1_700_000_000, 1_700_000_000, 1_700_000_000, 1_700_000_000]);
+  });
+
+  it('a provider that never sends `created`: every chunk, the final one too, says the request\'s start second', () => {
+    const { id, object, model } = base;
+    const bare = (content: string) => ({ id, object, model, choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+    const stop = { id, object, model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] };
+    const { out } = run(sse(bare('a'), bare('b'), stop, '[DONE]'));
+    const chunks = out.filter((e) => e !== '[DONE]') as Array<{ created: unknown }>;
+    expect(chunks).toHaveLength(4);
+    expect(chunks.map((c) => c.created)).toEqual([STARTED, STARTED, STARTED, STARTED]);
   });
 
   it('a provider that changes its members before choices mid-stream (created, id) is followed: each chunk is read for itself', () => {
@@ -211,27 +223,21 @@ describe('ChatStreamRewriter', () => {
       fc.constant(delta({}, 'stop')),
       fc.constant(usageChunk),
     );
-    // A stream whose chunks carry no `created` gets the clock's second: both rewriters of a run must read the same one.
-    vi.useFakeTimers({ toFake: ['Date'], now: Date.UTC(2026, 10, 28, 12, 0, 0, 500) });
-    try {
-      fc.assert(
-        fc.property(fc.array(piece, { maxLength: 8 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 12 }), (pieces, done, points) => {
-          const bytes = Buffer.from(sse(...pieces, ...(done ? ['[DONE]'] : [])));
-          const at = [...new Set(points.map((p) => p % (bytes.length + 1)))].sort((a, b) => a - b);
-          const chunks = [...at, bytes.length].map((p, i, all) => bytes.subarray(i === 0 ? 0 : (all[i - 1] as number), p));
-          const whole = run('', rewriter(), [bytes]);
-          const split = run('', rewriter(), chunks);
-          expect(split.out).toEqual(whole.out);
-          expect(split.r.usage()).toEqual(whole.r.usage());
-          // A stream that ends before [DONE] is complete only if a finish_reason came; otherwise it was cut short.
-          const finished = done || pieces.some((p) => (p.choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason === 'stop');
-          if (finished) expect(whole.out.at(-1)).toBe('[DONE]');
-          else expect((whole.out.at(-1) as any).error.code).toBe('upstream_error');
-        }),
-        { numRuns: 300 },
-      );
-    } finally {
-      vi.useRealTimers();
-    }
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 8 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 12 }), (pieces, done, points) => {
+        const bytes = Buffer.from(sse(...pieces, ...(done ? ['[DONE]'] : [])));
+        const at = [...new Set(points.map((p) => p % (bytes.length + 1)))].sort((a, b) => a - b);
+        const chunks = [...at, bytes.length].map((p, i, all) => bytes.subarray(i === 0 ? 0 : (all[i - 1] as number), p));
+        const whole = run('', rewriter(), [bytes]);
+        const split = run('', rewriter(), chunks);
+        expect(split.out).toEqual(whole.out);
+        expect(split.r.usage()).toEqual(whole.r.usage());
+        // A stream that ends before [DONE] is complete only if a finish_reason came; otherwise it was cut short.
+        const finished = done || pieces.some((p) => (p.choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason === 'stop');
+        if (finished) expect(whole.out.at(-1)).toBe('[DONE]');
+        else expect((whole.out.at(-1) as any).error.code).toBe('upstream_error');
+      }),
+      { numRuns: 300 },
+    );
   });
 });

@@ -36,8 +36,10 @@ export function cleanMessage(m: unknown): Record<string, unknown> {
  * Rewrites a provider's chat.completion for the caller: the alias as model,
  * the request id as id, no reasoning text, no vendor fields, the svc block.
  * A body that is not a chat completion is a provider failure (ok: false).
+ * `created` (Unix seconds, the request's start) stands in for a provider's
+ * missing one: the domain reads no clock.
  */
-export function rewriteChatCompletion(raw: Buffer, ctx: InferenceContext, requestId: string, brand: string): Rewritten {
+export function rewriteChatCompletion(raw: Buffer, ctx: InferenceContext, requestId: string, brand: string, created: number): Rewritten {
   const parsed = tryParseJson(raw);
   if (!isObject(parsed) || !Array.isArray(parsed.choices)) return { ok: false };
   // Without provider usage the gateway counts what was generated: the returned messages and their hidden reasoning.
@@ -58,7 +60,7 @@ export function rewriteChatCompletion(raw: Buffer, ctx: InferenceContext, reques
   const body: Record<string, unknown> = {
     id: requestId,
     object: 'chat.completion',
-    created: typeof parsed.created === 'number' ? parsed.created : Math.floor(Date.now() / 1000),
+    created: typeof parsed.created === 'number' ? parsed.created : created,
     model: ctx.resolved.alias,
     choices,
   };

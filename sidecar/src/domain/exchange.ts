@@ -148,6 +148,11 @@ export class Exchange {
 
   constructor(private readonly deps: ExchangeDeps) {}
 
+  /** The request's start in Unix seconds: a rewritten answer's `created` when the provider gives none. */
+  private get createdSecond(): number {
+    return Math.floor(this.startedAt / 1000);
+  }
+
   get started(): boolean {
     return this.requestId !== '';
   }
@@ -232,7 +237,7 @@ export class Exchange {
     const remove = headerNames.filter((n) => !RESPONSE_HEADERS_KEPT.has(n));
     if (ctx.stream) {
       if (!contentType?.startsWith('text/event-stream')) return this.upstreamFailed();
-      this.stream = new ChatStreamRewriter(ctx, this.requestId, this.deps.brand, ctx.promptEstimate);
+      this.stream = new ChatStreamRewriter(ctx, this.requestId, this.deps.brand, ctx.promptEstimate, this.createdSecond);
       return { kind: 'continue', headers: { set: {}, remove: [...remove, 'content-length'] } };
     }
     this.collecting = true;
@@ -275,7 +280,7 @@ export class Exchange {
     this.responseChunks = [];
     const rewritten =
       ctx.endpoint === 'chat'
-        ? rewriteChatCompletion(raw, ctx, this.requestId, this.deps.brand)
+        ? rewriteChatCompletion(raw, ctx, this.requestId, this.deps.brand, this.createdSecond)
         : rewriteEmbeddings(raw, ctx, this.requestId, this.deps.brand);
     if (!rewritten.ok) return this.upstreamFailed();
     this.status = 200;

@@ -16,11 +16,13 @@ const frame = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`;
  * chunk as it flows: alias as model, request id as id, reasoning removed,
  * usage held back and delivered once, with the svc block, in the last chunk
  * before `data: [DONE]`. Counts what it delivered so an abandoned stream or a
- * provider without usage can still be billed (marked estimated).
+ * provider without usage can still be billed (marked estimated). `created`
+ * (Unix seconds, the request's start) is what the chunks say until the
+ * provider gives its own: the domain reads no clock.
  */
 export class ChatStreamRewriter {
   private readonly framer = new SseFramer();
-  private created = Math.floor(Date.now() / 1000);
+  private created: number;
   private providerUsage: Usage | undefined;
   private completionChars = 0;
   private deltaCount = 0;
@@ -44,7 +46,9 @@ export class ChatStreamRewriter {
     private readonly requestId: string,
     private readonly brand: string,
     private readonly promptEstimate: number,
+    created: number,
   ) {
+    this.created = created;
     this.chunkHead = `data: {"id":${JSON.stringify(requestId)},"object":"chat.completion.chunk","created":`;
     this.aliasJson = JSON.stringify(ctx.resolved.alias);
   }
