@@ -22,6 +22,8 @@
  *                                        PROFILE_CONCURRENCY (default 4) connections,
  *                                        PROFILE_SLICED=1 streams sliced as the bench's sliced rows (1-500 bytes 1 ms apart, seeds in order),
  *                                        PROFILE_TOP (default 25) rows, PROFILE_INTERVAL_US (default 200) sampling interval,
+ *                                        PROFILE_LOAD_WARMUP_SECONDS (default 5) of JSON and of stream load at 16
+ *                                        connections before anything is counted (0: none, as before session 22),
  *                                        PROFILE_KEEP=1 keeps the .cpuprofile,
  *                                        PROFILE_CONFIG='{"log":{"level":"warn"}}' merged over the
  *                                        gateway's configuration (what one feature costs, run beside
@@ -38,6 +40,7 @@ import { SequentialClient, StreamClient, countDataEvents } from './latency.js';
 import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
 import { envInteger, fmt, table } from './report.js';
+import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
 const REQUESTS = envInteger('PROFILE_REQUESTS', 2000);
 const STREAMS = envInteger('PROFILE_STREAMS', 300);
@@ -48,6 +51,8 @@ const SLICED = process.env.PROFILE_SLICED === '1';
 const ROUNDS = envInteger('PROFILE_ROUNDS', CPU_ONLY ? 3 : 1);
 /** Sampling interval: 200 µs gives five times the samples of the default (1 ms) for a few per cent more overhead. */
 const INTERVAL_US = envInteger('PROFILE_INTERVAL_US', 200);
+/** Seconds of JSON and then stream load at 16 connections first, so the profile sees optimized code (warm-up.ts). */
+const LOAD_WARMUP = envInteger('PROFILE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS);
 const ALIAS = 'svc-core';
 
 interface CallFrame {
@@ -219,7 +224,11 @@ async function main(): Promise<void> {
         close: () => c.close(),
       };
     };
-    // Warm-up (JIT, connections), not counted.
+    // Warm-up (JIT, connections), not counted: load first, then the workers' own connections.
+    await warmUnderLoad({ url, method: 'POST', headers, body: chatBody(ALIAS) }, 16, LOAD_WARMUP);
+    await warmUnderLoad({ url, method: 'POST', headers, body: streamBody(ALIAS, STREAM_TOKENS, 0) }, 16, LOAD_WARMUP, (status, _body, n) =>
+      status === 200 && n > 0 ? null : `status ${status}, ${n} events`,
+    );
     await parallel(Math.min(1000, REQUESTS), json);
     await parallel(Math.min(100, STREAMS), stream);
     events = 0;
