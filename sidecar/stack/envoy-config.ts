@@ -93,6 +93,9 @@ export function upstreamTlsSocket(host: string, tls: OutboundTls): Record<string
 /** HTTP/2 stream window (both ways) on the ext_proc and ext_authz streams: the protocol's smallest. */
 export const SIDECAR_STREAM_WINDOW = 65535;
 
+/** HTTP/2 PINGs to the sidecar: how often, and how long an answer may take before the connection is closed. */
+export const SIDECAR_KEEPALIVE = { intervalS: 3, timeoutS: 2 } as const;
+
 function sidecarCluster(addresses: readonly string[], bufferLimit: number): Record<string, unknown> {
   const endpoints = addresses.map(envoyAddress);
   // A host name (the compose service "sidecar", which resolves to every replica) is resolved by DNS; IPs and sockets are static.
@@ -123,7 +126,13 @@ function sidecarCluster(addresses: readonly string[], bufferLimit: number): Reco
         '@type': T('envoy.extensions.upstreams.http.v3.HttpProtocolOptions'),
         explicit_http_config: {
           http2_protocol_options: {
-            connection_keepalive: { interval: '30s', timeout: '5s' },
+            // A sidecar that stops answering (frozen, its event loop stuck) holds every exchange in
+            // flight on it: full-duplex ext_proc has no message timeout, and an ext_authz failure's
+            // local reply still passes through ext_proc. An unanswered PING closes the connection,
+            // so those callers get the 503 envelope within interval + timeout (about 5 s) instead of
+            // at the provider's idle timeout (300 s); a healthy Node process answers one in
+            // microseconds even under load.
+            connection_keepalive: { interval: `${SIDECAR_KEEPALIVE.intervalS}s`, timeout: `${SIDECAR_KEEPALIVE.timeoutS}s` },
             // Envoy's per-stream send watermark toward the sidecar is this window (not the buffer
             // limit below). Past it, ext_proc's side-stream watermark pauses the provider: without
             // it (default 16 MiB), a streamed answer whose sidecar lags was read whole from the
