@@ -94,7 +94,7 @@ export function upstreamTlsSocket(host: string, tls: OutboundTls): Record<string
 export const SIDECAR_STREAM_WINDOW = 65535;
 
 /** HTTP/2 PINGs to the sidecar: how often, and how long an answer may take before the connection is closed. */
-export const SIDECAR_KEEPALIVE = { intervalS: 3, timeoutS: 2 } as const;
+export const SIDECAR_KEEPALIVE = { intervalS: 3, timeoutS: 5 } as const;
 
 function sidecarCluster(addresses: readonly string[], bufferLimit: number): Record<string, unknown> {
   const endpoints = addresses.map(envoyAddress);
@@ -128,10 +128,11 @@ function sidecarCluster(addresses: readonly string[], bufferLimit: number): Reco
           http2_protocol_options: {
             // A sidecar that stops answering (frozen, its event loop stuck) holds every exchange in
             // flight on it: full-duplex ext_proc has no message timeout, and an ext_authz failure's
-            // local reply still passes through ext_proc. An unanswered PING closes the connection,
-            // so those callers get the 503 envelope within interval + timeout (about 5 s) instead of
-            // at the provider's idle timeout (300 s); a healthy Node process answers one in
-            // microseconds even under load.
+            // local reply still passes through ext_proc. A PING every 3 s that goes unanswered for
+            // 5 s closes the connection, so those callers get the 503 envelope within about 8.5 s
+            // instead of at the provider's idle timeout (300 s). The 5 s stays what it was: the
+            // sidecar's longest synchronous step (a 32 MiB answer parsed and written again, about
+            // 0.8 s on the 2-core box) must not look like a dead peer.
             connection_keepalive: { interval: `${SIDECAR_KEEPALIVE.intervalS}s`, timeout: `${SIDECAR_KEEPALIVE.timeoutS}s` },
             // Envoy's per-stream send watermark toward the sidecar is this window (not the buffer
             // limit below). Past it, ext_proc's side-stream watermark pauses the provider: without

@@ -37,7 +37,7 @@ export interface Mode {
   readonly slowReaderTokens: number;
   readonly floodUploads: number;
   readonly floodBytes: number;
-  /** How long the sidecar stays frozen (SIGSTOP): longer than Envoy's PING bound to it (about 5.5 s). */
+  /** How long the sidecar stays frozen (SIGSTOP): longer than Envoy's PING bound to it (about 8.5 s). */
   readonly freezeMs: number;
 }
 
@@ -54,7 +54,7 @@ export const SHORT: Mode = {
   slowReaderTokens: 50_000,
   floodUploads: 6,
   floodBytes: 8 * MiB,
-  freezeMs: 8_000,
+  freezeMs: 10_000,
 };
 
 export const LONG: Mode = {
