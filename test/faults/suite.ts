@@ -170,7 +170,6 @@ export const SCENARIOS: readonly Scenario[] = [
       }
     },
   },
-
   {
     name: 'slow readers hold streams unread',
     async fault(ctx) {

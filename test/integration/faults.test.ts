@@ -2,9 +2,10 @@
  * The fault suite's short mode (test/faults/suite.ts): the real stack, Redis
  * and the credit check on, mixed traffic, and in turn a sidecar SIGTERM, a
  * sidecar kill -9, a Redis stop and restart, a provider killed mid-stream,
- * the sidecar frozen (SIGSTOP) and resumed, slow readers and a flood of unauthenticated bodies; after each, the stack
- * serves again, nothing stays held, every completed request is counted, the
- * books reconcile to the micro-unit and memory is back near its baseline.
+ * the sidecar frozen (SIGSTOP) and resumed, slow readers and a flood of
+ * unauthenticated bodies; after each, the stack serves again, nothing stays
+ * held, every completed request is counted, the books reconcile to the
+ * micro-unit and memory is back near its baseline.
  */
 import { expect, it } from 'vitest';
 import { SHORT, runFaultSuite } from '../faults/suite.js';

@@ -22,7 +22,6 @@ const frame = (obj: unknown): string => `data: ${JSON.stringify(obj)}\n\n`;
  */
 export class ChatStreamRewriter {
   private readonly framer = new SseFramer();
-  private created: number;
   private providerUsage: Usage | undefined;
   private completionChars = 0;
   private deltaCount = 0;
@@ -46,9 +45,8 @@ export class ChatStreamRewriter {
     private readonly requestId: string,
     private readonly brand: string,
     private readonly promptEstimate: number,
-    created: number,
+    private created: number,
   ) {
-    this.created = created;
     this.chunkHead = `data: {"id":${JSON.stringify(requestId)},"object":"chat.completion.chunk","created":`;
     this.aliasJson = JSON.stringify(ctx.resolved.alias);
   }
