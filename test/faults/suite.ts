@@ -155,6 +155,22 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   { name: 'provider killed mid-stream', fault: (ctx) => signalAndRestart(ctx, 'simulator', 'SIGKILL') },
   {
+    // The port open, nothing answered: every store command runs into its deadline (a 503 for
+    // what needs Redis, the rest served from credit leases and journaled) until it resumes.
+    name: 'Redis frozen (SIGSTOP), then resumed',
+    async fault(ctx) {
+      await midTraffic(ctx);
+      const redis = ctx.gw.redis!;
+      await redis.pause();
+      try {
+        await sleep(ctx.mode.freezeMs);
+      } finally {
+        await redis.resume();
+      }
+    },
+  },
+
+  {
     // Not dead, not answering (a stuck event loop, a paused container): Envoy gives up on it
     // (ext_authz after 2 s, its connection after an unanswered PING), and when it resumes it
     // finds its holds' leases run out and reaped: its settlements then come from the balance.
