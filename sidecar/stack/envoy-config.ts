@@ -380,7 +380,7 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         emit_filter_state_stats: true,
       },
     },
-    {
+    onlyForAdmitted({
       name: 'envoy.filters.http.ext_proc',
       typed_config: {
         '@type': T('envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor'),
@@ -391,9 +391,9 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         allow_content_length_header: true,
         status_on_error: { code: 500 },
         request_attributes: ['request.id', 'request.path', 'request.method'],
-        // Routes without a mode of their own, and Envoy's replies before any route (a path it
-        // cannot normalise): the response body in full duplex, as on the body routes, so the
-        // sidecar's one way of passing a body by (echoing it piece by piece) is valid everywhere.
+        // Routes without a mode of their own: the response body in full duplex, as on the body
+        // routes, so the sidecar's one way of passing a body by (echoing it piece by piece) is
+        // valid everywhere. (Envoy's replies before any route never get here: onlyForAdmitted.)
         processing_mode: {
           request_header_mode: 'SEND',
           request_body_mode: 'BUFFERED',
@@ -406,13 +406,49 @@ function httpFilters(cfg: Config, internalHeaders: readonly string[]): Record<st
         // (alias, tokens, outcome) comes back for the access log.
         metadata_options: { forwarding_namespaces: { untyped: [AUTHZ_NAMESPACE] }, receiving_namespaces: { untyped: [ACCESS_LOG_NAMESPACE] } },
       },
-    },
+    }),
     {
       name: 'envoy.filters.http.router',
       // No x-envoy-* headers of Envoy's own: not to the caller (x-envoy-upstream-service-time), not to the provider.
       typed_config: { '@type': T('envoy.extensions.filters.http.router.v3.Router'), suppress_envoy_headers: true },
     },
   ];
+}
+
+/**
+ * `filter` wrapped so that Envoy skips it for a request ext_authz admitted no tenant for: its
+ * refusals (401, 402, 403, 429, ...) and Envoy's own replies (a failed check's 503, 413, a route
+ * miss). Those are local replies that still pass through every encoder filter, ext_proc included:
+ * without the matcher each one cost the sidecar a second gRPC stream to echo its headers and
+ * body, and when the sidecar stopped answering, a new request's 503 waited on that stream for the
+ * connection's end instead of leaving after the check's 2 s. The tenant is read from dynamic
+ * metadata, which only ext_authz writes: a provider cannot send anything that skips the filter.
+ */
+function onlyForAdmitted(filter: { name: string; typed_config: Record<string, unknown> }): Record<string, unknown> {
+  const tenantAbsent = {
+    single_predicate: {
+      input: {
+        name: 'admitted-tenant',
+        typed_config: { '@type': T('envoy.extensions.matching.common_inputs.network.v3.DynamicMetadataInput'), filter: AUTHZ_NAMESPACE, path: [{ key: 'tenant_id' }] },
+      },
+      custom_match: {
+        name: 'absent',
+        typed_config: { '@type': T('envoy.extensions.matching.input_matchers.metadata.v3.Metadata'), value: { present_match: true }, invert: true },
+      },
+    },
+  };
+  return {
+    name: filter.name,
+    typed_config: {
+      '@type': T('envoy.extensions.common.matching.v3.ExtensionWithMatcher'),
+      extension_config: filter,
+      xds_matcher: {
+        matcher_list: {
+          matchers: [{ predicate: tenantAbsent, on_match: { action: { name: 'skip', typed_config: { '@type': T('envoy.extensions.filters.common.matcher.action.v3.SkipFilter') } } } }],
+        },
+      },
+    },
+  };
 }
 
 const authzField = (f: string) => `%DYNAMIC_METADATA(${AUTHZ_NAMESPACE}:${f})%`;

@@ -37,6 +37,12 @@ const SHAPES = process.env.FLOOR_SHAPES === '1';
 /** Request headers the gateway lets through to the provider, or sets itself (authz-service.ts). */
 const KEPT = new Set(['host', 'accept', 'x-request-id', 'x-forwarded-proto', 'authorization', 'content-type', 'accept-encoding', 'content-length']);
 const PRINCIPAL = { tenant_id: 'tenant-bench', subject_id: 'key-bench', auth_method: 'api_key', scopes: 'ai', key_id: 'key-bench', role: '', held: '123456', leased: '1' };
+/**
+ * The least an admitted request carries: Envoy runs ext_proc only for a request whose ext_authz
+ * left a tenant in its metadata (the others are refusals and Envoy's own replies), so the
+ * plain floor sends this one field to keep the gateway's message pattern.
+ */
+const ADMITTED = { tenant_id: 'tenant-bench' };
 /** What the gateway's last answer leaves for the access log (ext-proc-service.ts accessLogFields). */
 const ACCESS_LOG = { gateway: { outcome: 'ok', alias: 'svc-core', prompt_tokens: 12, completion_tokens: 34, usage_estimated: 'false' } };
 /** Provider response headers the gateway keeps (exchange.ts); the rest are removed. */
@@ -60,7 +66,7 @@ function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationHandle
           queryParametersToSet: [],
           queryParametersToRemove: [],
         },
-        dynamicMetadata: SHAPES ? PRINCIPAL : undefined,
+        dynamicMetadata: SHAPES ? PRINCIPAL : ADMITTED,
       } as CheckResponse);
     },
   };

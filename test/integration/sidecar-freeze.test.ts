@@ -3,7 +3,8 @@
 // failed ext_authz call still passes through ext_proc, so before the sidecar cluster's HTTP/2
 // keepalive was tightened, chats in flight or sent during the freeze waited for the PING of the
 // old 30 s interval (37 to 40 s measured), or with a shorter provider idle timeout got a 502 that
-// blamed the provider. With the production idle timeout (300 s) set here, every caller now has
+// blamed the provider; and until ext_proc was skipped for refusals, a chat sent during the freeze
+// waited for the same PING after its check had failed. With the production idle timeout (300 s) set here, every caller now has
 // the 503 envelope (or, on a stream already under way, the end of its connection) within
 // seconds, and the money is exact once the sidecar resumes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +66,8 @@ describe('a sidecar that stops answering', () => {
     const frozenAt = Date.now();
     let answers: [Answer, Answer, { status: number; events: string[]; endedAt: number }];
     try {
+      // Sent while frozen: its check gives up after 2 s, and its 503 leaves at once (Envoy
+      // skips ext_proc for a request with no admitted tenant: it does not wait for the PING).
       const fresh = chat('sent while frozen');
       answers = await Promise.all([inFlight, fresh, stream]);
     } finally {
@@ -76,6 +79,7 @@ describe('a sidecar that stops answering', () => {
     expect(SIDECAR_KEEPALIVE.intervalS * 1.15 + SIDECAR_KEEPALIVE.timeoutS).toBeLessThanOrEqual(8.5);
     const boundMs = 16_000;
     for (const a of [json, fresh, streamed]) expect(a.endedAt - frozenAt).toBeLessThan(boundMs);
+    expect(fresh.endedAt - frozenAt).toBeLessThan(5_000);
     expectUnavailable(json);
     expectUnavailable(fresh);
     // The stream had its headers and first events; Envoy cannot write an event for the sidecar,

@@ -229,7 +229,8 @@ export class Exchange {
   responseHeaders(status: number, headerNames: readonly string[], contentType: string | undefined, endOfStream = false): Action {
     this.upstreamStatus = status;
     this.responseAt = performance.now();
-    // A local reply of an earlier filter (an ext_authz denial) passes by untouched.
+    // A reply that never reached this exchange's request phase passes by untouched (Envoy skips
+    // ext_proc for refusals; an admitted request's reply made before that phase can still come).
     if (!this.requestId) return { kind: 'continue' };
     const ctx = this.ctx;
     // No body at all is a failed delivery too (spec: an empty 502 body has been seen in outages).
