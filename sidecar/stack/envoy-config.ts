@@ -127,10 +127,10 @@ function sidecarCluster(addresses: readonly string[], bufferLimit: number): Reco
         explicit_http_config: {
           http2_protocol_options: {
             // A sidecar that stops answering (frozen, its event loop stuck) holds every exchange in
-            // flight on it: full-duplex ext_proc has no message timeout, and an ext_authz failure's
-            // local reply still passes through ext_proc. A PING every 3 s that goes unanswered for
-            // 5 s closes the connection, so those callers get the 503 envelope within about 8.5 s
-            // instead of at the provider's idle timeout (300 s). The 5 s stays what it was: the
+            // flight on it: full-duplex ext_proc has no message timeout. A PING every 3 s that goes
+            // unanswered for 5 s closes the connection, so those callers get the 503 envelope
+            // within about 8.5 s instead of at the provider's idle timeout (300 s); new requests
+            // get theirs when the check times out (2 s: onlyForAdmitted). The 5 s stays what it was: the
             // sidecar's longest synchronous step (a 32 MiB answer parsed and written again, about
             // 0.8 s on the 2-core box) must not look like a dead peer.
             connection_keepalive: { interval: `${SIDECAR_KEEPALIVE.intervalS}s`, timeout: `${SIDECAR_KEEPALIVE.timeoutS}s` },
