@@ -16,10 +16,9 @@
  *
  * Prints each round's ms per request and the medians, per checkout and kind.
  */
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import type { GatewayOptions, TestGateway } from '../harness/gateway.js';
+import type { TestGateway } from '../harness/gateway.js';
 import { startGateway } from '../harness/gateway.js';
+import { startGatewayIn, type StartGateway } from './checkout.js';
 import { latencyStats } from './latency.js';
 import { driveGateway } from './gateway-load.js';
 import { procCpuMs } from './proc.js';
@@ -37,10 +36,9 @@ const CONNECTIONS = 16;
 type Kind = keyof typeof BLOCK;
 type Side = 'this' | 'other';
 
-type Start = (opts: GatewayOptions) => Promise<TestGateway>;
-const startOther = ((await import(pathToFileURL(resolve(other, 'test/harness/gateway.ts')).href)) as { startGateway: Start }).startGateway;
+const startOther = await startGatewayIn(other);
 
-async function ready(start: Start): Promise<TestGateway> {
+async function ready(start: StartGateway): Promise<TestGateway> {
   const gw = await start(GATEWAY_VARIANTS.credit.options);
   await gw.admin.adjustCredits(gw.tenantId, CREDIT_GRANT, 'ab-grant', 'bench');
   return gw;

@@ -30,10 +30,9 @@
  * integration tests' (log level info, test settings), not the bench's:
  * compare the two rows with each other, not with `npm run bench`.
  */
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { GatewayOptions, TestGateway } from '../harness/gateway.js';
 import { startGateway } from '../harness/gateway.js';
+import { startGatewayIn, type StartGateway } from './checkout.js';
 import { SequentialClient, StreamClient, latencyStats } from './latency.js';
 import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { fmt, table } from './report.js';
@@ -70,13 +69,11 @@ const STREAM_EVENTS = STREAM_TOKENS + 4;
 /** One request: its measures in ms (by name), or a problem. */
 type One = () => Promise<Record<string, number>>;
 
-type Start = (opts: GatewayOptions) => Promise<TestGateway>;
-const otherHarness = pathToFileURL(resolve(other, 'test/harness/gateway.ts')).href;
-const startOther = ((await import(otherHarness)) as { startGateway: Start }).startGateway;
+const startOther = await startGatewayIn(other);
 
 const options: GatewayOptions = STORE === 'redis' ? GATEWAY_VARIANTS.credit.options : { store: 'memory' };
 
-async function ready(start: Start): Promise<{ gw: TestGateway; one: One }> {
+async function ready(start: StartGateway): Promise<{ gw: TestGateway; one: One }> {
   const gw = await start(options);
   if (STORE === 'redis') await gw.admin.adjustCredits(gw.tenantId, CREDIT_GRANT, 'ab-grant', 'bench');
   const spec = (body: string) => ({

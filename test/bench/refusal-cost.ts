@@ -14,34 +14,23 @@
  * for ab-cpu.ts), each round runs this checkout's gateway and then that one's.
  */
 import autocannon from 'autocannon';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import type { GatewayOptions, TestGateway } from '../harness/gateway.js';
+import { startGatewayIn, type StartGateway } from './checkout.js';
 import { procCpuMs } from './proc.js';
 import { envInteger, fmt, table } from './report.js';
+import { autocannonOptions } from './warm-up.js';
 
 const SECONDS = envInteger('REFUSAL_SECONDS', 8);
 const WARMUP = envInteger('REFUSAL_WARMUP_SECONDS', 5, 0);
 const ROUNDS = envInteger('REFUSAL_ROUNDS', 2);
 const other = process.argv[2];
 
-type Start = (opts: GatewayOptions) => Promise<TestGateway>;
-
-async function starter(root: string): Promise<Start> {
-  const mod = (await import(pathToFileURL(resolve(root, 'test/harness/gateway.ts')).href)) as { startGateway: Start };
-  return mod.startGateway;
-}
-
-async function flood(start: Start): Promise<{ perSecond: number; sidecarMs: number; envoyMs: number; other: number }> {
+async function flood(start: StartGateway): Promise<{ perSecond: number; sidecarMs: number; envoyMs: number; other: number }> {
   const gw = await start({ store: 'redis', config: { billing: { creditCheck: true } } });
   try {
-    const opts = {
-      url: `${gw.base}/chat/completions`,
-      method: 'POST' as const,
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'svc-quick', messages: [{ role: 'user', content: 'hello' }] }),
-      connections: 16,
-    };
+    const opts = autocannonOptions(
+      { url: `${gw.base}/chat/completions`, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'svc-quick', messages: [{ role: 'user', content: 'hello' }] }) },
+      16,
+    );
     if (WARMUP > 0) await autocannon({ ...opts, duration: WARMUP });
     const sidecar = gw.stack.process('sidecar').pid;
     const envoy = gw.stack.process('envoy').pid;
@@ -51,15 +40,15 @@ async function flood(start: Start): Promise<{ perSecond: number; sidecarMs: numb
     const s1 = procCpuMs(sidecar);
     const e1 = procCpuMs(envoy);
     // Every answer should be the 401 envelope: anything else is counted and shown.
-    const refused = r.non2xx;
-    return { perSecond: refused / SECONDS, sidecarMs: (s1 - s0) / refused, envoyMs: (e1 - e0) / refused, other: r['2xx'] + r.errors + r.timeouts };
+    const refused = r['4xx'];
+    return { perSecond: refused / SECONDS, sidecarMs: (s1 - s0) / refused, envoyMs: (e1 - e0) / refused, other: r['2xx'] + r['5xx'] + r.errors + r.timeouts };
   } finally {
     await gw.stop();
   }
 }
 
-const sides: Array<[string, Start]> = [['this checkout', await starter(process.cwd())]];
-if (other) sides.push([other, await starter(other)]);
+const sides: Array<[string, StartGateway]> = [['this checkout', await startGatewayIn(process.cwd())]];
+if (other) sides.push([other, await startGatewayIn(other)]);
 const rows: string[][] = [];
 for (let round = 1; round <= ROUNDS; round++) {
   for (const [label, start] of sides) {

@@ -134,6 +134,17 @@ async function signalAndRestart(ctx: Ctx, name: string, signal: NodeJS.Signals, 
   if (adopted) ctx.notes.push(`${/"settlements":(\d+)/.exec(adopted)?.[1] ?? 'some'} settlements the killed sidecar had recorded journaled again at restart (idempotent)`);
 }
 
+/** Mid-traffic: a process stopped (not killed) for the mode's freeze, then resumed. */
+async function frozenFor(ctx: Ctx, stop: () => unknown, resume: () => unknown): Promise<void> {
+  await midTraffic(ctx);
+  await stop();
+  try {
+    await sleep(ctx.mode.freezeMs);
+  } finally {
+    await resume();
+  }
+}
+
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'sidecar SIGTERM, then started again',
@@ -158,33 +169,19 @@ export const SCENARIOS: readonly Scenario[] = [
     // The port open, nothing answered: every store command runs into its deadline (a 503 for
     // what needs Redis, the rest served from credit leases and journaled) until it resumes.
     name: 'Redis frozen (SIGSTOP), then resumed',
-    async fault(ctx) {
-      await midTraffic(ctx);
-      const redis = ctx.gw.redis!;
-      await redis.pause();
-      try {
-        await sleep(ctx.mode.freezeMs);
-      } finally {
-        await redis.resume();
-      }
-    },
+    fault: (ctx) => frozenFor(ctx, () => ctx.gw.redis!.pause(), () => ctx.gw.redis!.resume()),
   },
-
   {
     // Not dead, not answering (a stuck event loop, a paused container): Envoy gives up on it
     // (ext_authz after 2 s, its connection after an unanswered PING), and when it resumes it
     // finds its holds' leases run out and reaped: its settlements then come from the balance.
     name: 'sidecar frozen (SIGSTOP), then resumed',
-    async fault(ctx) {
-      await midTraffic(ctx);
-      const p = ctx.gw.stack.process('sidecar');
-      p.signal('SIGSTOP');
-      try {
-        await sleep(ctx.mode.freezeMs);
-      } finally {
-        p.signal('SIGCONT');
-      }
-    },
+    fault: (ctx) =>
+      frozenFor(
+        ctx,
+        () => ctx.gw.stack.process('sidecar').signal('SIGSTOP'),
+        () => ctx.gw.stack.process('sidecar').signal('SIGCONT'),
+      ),
   },
   {
     name: 'slow readers hold streams unread',
