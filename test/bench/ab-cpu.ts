@@ -12,7 +12,8 @@
  *   git worktree add /tmp/base <commit>
  *   ln -s "$PWD/node_modules" /tmp/base/node_modules && ln -s "$PWD/.tools" /tmp/base/.tools
  *   npx tsx test/bench/ab-cpu.ts /tmp/base     AB_CPU_ROUNDS (default 6), AB_CPU_JSON (default 2000),
- *                                              AB_CPU_STREAMS (default 300)
+ *                                              AB_CPU_STREAMS (default 300), AB_CPU_TURNS (messages of
+ *                                              history before each JSON chat's question, default 0)
  *
  * Prints each round's ms per request and the medians, per checkout and kind.
  */
@@ -44,7 +45,8 @@ async function ready(start: StartGateway): Promise<TestGateway> {
   return gw;
 }
 
-const load = (gw: TestGateway, n: number, kind: Kind): Promise<void> => driveGateway(gw, n, kind, CONNECTIONS);
+const TURNS = envInteger('AB_CPU_TURNS', 0, 0);
+const load = (gw: TestGateway, n: number, kind: Kind): Promise<void> => driveGateway(gw, n, kind, CONNECTIONS, TURNS);
 
 const sides: Record<Side, TestGateway> = { this: await ready(startGateway), other: await ready(startOther) };
 const perRequest: Record<Side, Record<Kind, number[]>> = { this: { json: [], stream: [] }, other: { json: [], stream: [] } };

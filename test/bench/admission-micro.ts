@@ -1,8 +1,10 @@
 /**
  * CPU of one chat admission alone (parse, validate, price the prompt and
  * serialise the upstream body; no gRPC, no Envoy), for the bench's one-line
- * prompt and for a conversation of ADMISSION_MICRO_TURNS turns (default 20)
- * of about 600 characters each. Deterministic enough to compare one change.
+ * prompt, for conversations of 1, 2 and 4 turns and of ADMISSION_MICRO_TURNS
+ * turns (default 20) of about 600 characters each (from 512 bytes up the
+ * messages go upstream as the caller's bytes: upstream-body.ts).
+ * Deterministic enough to compare one change.
  *
  *   npx tsx test/bench/admission-micro.ts      ADMISSION_MICRO_ITER (default 20000) admissions per prompt, in 10 rounds
  */
@@ -10,18 +12,16 @@ import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { admitBody } from '../../sidecar/src/domain/admission.js';
 import { LiveConfig } from '../../sidecar/src/domain/live-config.js';
-import { USER_MESSAGE } from './scenarios.js';
+import { USER_MESSAGE, history } from './scenarios.js';
 
 const ITER = Number(process.env.ADMISSION_MICRO_ITER ?? 20000);
 const TURNS = Number(process.env.ADMISSION_MICRO_TURNS ?? 20);
 const policy = new LiveConfig(parseConfig(defaultConfig('svc'))).current.admission;
 
-const sentence = 'Grüezi! The quick brown fox jumps over the lazy dog near the Zürich lake. ';
+const conversation = (turns: number) => Buffer.from(JSON.stringify({ model: 'svc-core', messages: history(turns) }));
 const bodies: Record<string, Buffer> = {
   'one line': Buffer.from(JSON.stringify({ model: 'svc-core', messages: [{ role: 'user', content: USER_MESSAGE }] })),
-  [`${TURNS} turns`]: Buffer.from(
-    JSON.stringify({ model: 'svc-core', messages: Array.from({ length: TURNS }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: sentence.repeat(8) })) }),
-  ),
+  ...Object.fromEntries([1, 2, 4, TURNS].map((n) => [`${n} turn${n > 1 ? 's' : ''}`, conversation(n)])),
 };
 
 const ROUNDS = 10;

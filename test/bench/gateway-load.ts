@@ -2,7 +2,8 @@
  * Load on one test gateway for the CPU tools (ab-cpu.ts, gc-cost.ts): n chats
  * of one kind, JSON or 32-token streams, through `connections` keep-alive
  * connections at once, each sending its next request as soon as the last one
- * ended. Every answer must be a 200.
+ * ended; each JSON chat after `turns` messages of history (default none).
+ * Every answer must be a 200.
  */
 import type { TestGateway } from '../harness/gateway.js';
 import { SequentialClient, StreamClient } from './latency.js';
@@ -10,7 +11,7 @@ import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 
 export type LoadKind = 'json' | 'stream';
 
-export async function driveGateway(gw: TestGateway, n: number, kind: LoadKind, connections: number): Promise<void> {
+export async function driveGateway(gw: TestGateway, n: number, kind: LoadKind, connections: number, turns = 0): Promise<void> {
   const url = `${gw.base}/chat/completions`;
   const headers = { 'content-type': 'application/json', 'x-api-key': gw.key };
   let left = n;
@@ -19,7 +20,7 @@ export async function driveGateway(gw: TestGateway, n: number, kind: LoadKind, c
       const c =
         kind === 'stream'
           ? new StreamClient({ url, method: 'POST', headers, body: streamBody('svc-core', STREAM_TOKENS, 0) }, () => null)
-          : new SequentialClient({ url, method: 'POST', headers, body: chatBody('svc-core') });
+          : new SequentialClient({ url, method: 'POST', headers, body: chatBody('svc-core', turns) });
       try {
         while (left-- > 0) {
           const r = await c.one();

@@ -28,6 +28,8 @@
  *                                        PROFILE_CONFIG='{"log":{"level":"warn"}}' merged over the
  *                                        gateway's configuration (what one feature costs, run beside
  *                                        the default)
+ *                                        PROFILE_TURNS=20 gives each JSON chat 20 messages of history first
+ *                                        (about 13 KB; default 0: the bench's one-line chat)
  *                                        PROFILE_STORE=memory the same gateway on the memory store (what
  *                                        the Redis store costs the sidecar, run beside the default)
  */
@@ -47,6 +49,8 @@ const STREAMS = envInteger('PROFILE_STREAMS', 300);
 const CONCURRENCY = envInteger('PROFILE_CONCURRENCY', 4);
 const TOP = envInteger('PROFILE_TOP', 25);
 const CPU_ONLY = process.env.PROFILE_CPU_ONLY === '1';
+/** Messages of history before each JSON chat's question (scenarios.ts history; 0: the bench's one-line chat). */
+const TURNS = envInteger('PROFILE_TURNS', 0, 0);
 const SLICED = process.env.PROFILE_SLICED === '1';
 const ROUNDS = envInteger('PROFILE_ROUNDS', CPU_ONLY ? 3 : 1);
 /** Sampling interval: 200 µs gives five times the samples of the default (1 ms) for a few per cent more overhead. */
@@ -202,7 +206,7 @@ async function main(): Promise<void> {
     const url = `${gw.base}/chat/completions`;
     let failures = 0;
     const json = () => {
-      const c = new SequentialClient({ url, method: 'POST', headers, body: chatBody(ALIAS) });
+      const c = new SequentialClient({ url, method: 'POST', headers, body: chatBody(ALIAS, TURNS) });
       return {
         run: async () => {
           const r = await c.one().catch(() => ({ status: 0 }));
@@ -225,7 +229,7 @@ async function main(): Promise<void> {
       };
     };
     // Warm-up (JIT, connections), not counted: load first, then the workers' own connections.
-    await warmUnderLoad({ url, method: 'POST', headers, body: chatBody(ALIAS) }, 16, LOAD_WARMUP);
+    await warmUnderLoad({ url, method: 'POST', headers, body: chatBody(ALIAS, TURNS) }, 16, LOAD_WARMUP);
     await warmUnderLoad({ url, method: 'POST', headers, body: streamBody(ALIAS, STREAM_TOKENS, 0) }, 16, LOAD_WARMUP, (status, _body, n) =>
       status === 200 && n > 0 ? null : `status ${status}, ${n} events`,
     );

@@ -53,8 +53,16 @@ export type StreamLoop = 'stream' | 'paced' | 'sliced';
 
 export const USER_MESSAGE = 'Say hello in one short sentence.';
 
-export function chatBody(model: string): string {
-  return JSON.stringify({ model, messages: [{ role: 'user', content: USER_MESSAGE }] });
+const SENTENCE = 'Grüezi! The quick brown fox jumps over the lazy dog near the Zürich lake. ';
+
+/** `turns` earlier messages of about 600 characters each, user and assistant in turn (a conversation's history). */
+export function history(turns: number): Array<{ role: string; content: string }> {
+  return Array.from({ length: turns }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: SENTENCE.repeat(8) }));
+}
+
+/** A chat of one short question, after `turns` messages of history (0: none, the bench's chat). */
+export function chatBody(model: string, turns = 0): string {
+  return JSON.stringify({ model, messages: [...history(turns), { role: 'user', content: USER_MESSAGE }] });
 }
 
 /** A non-streaming chat completion reply with `model` set to the expected name. */

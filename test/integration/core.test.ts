@@ -77,6 +77,18 @@ describe('POST /v1/chat/completions (non-streaming)', () => {
     expect(up.body.temperature).toBe(0.7);
   });
 
+  it("a long conversation, written by hand, reaches the provider as the caller wrote it (its messages copied, not serialised again)", async () => {
+    // Spaces, escapes and its own key order: above COPY_MIN_BYTES the messages go up as these bytes.
+    const turns = Array.from({ length: 10 }, (_, i) => `{ "role" : "${i % 2 ? 'assistant' : 'user'}", "content" : "Gr\\u00fcezi \\"${i}\\" ${'z'.repeat(90)}" }`);
+    const text = `{"messages" : [ ${turns.join(' ,\n ')} ], "model": "svc-core", "user": "u-long"}`;
+    const r = await fetch(`${gw.base}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': gw.key }, body: text });
+    expect(r.status).toBe(200);
+    expect((await r.json()).model).toBe('svc-core');
+    const up = await lastUpstream();
+    expect(up.body).toMatchObject({ model: 'sim-core-1', user: 'u-long', temperature: 0.7, messages: JSON.parse(text).messages });
+    expect(up.body.messages[0].content).toBe(`Grüezi "0" ${'z'.repeat(90)}`);
+  });
+
   it('max_tokens caps the visible answer: finish_reason length, index 0', async () => {
     const r = await post(`${gw.base}/chat/completions`, chat('svc-core', { max_tokens: 3, messages: [{ role: 'user', content: 'long #sim:tokens=20' }] }), gw.key);
     expect(r.status).toBe(200);

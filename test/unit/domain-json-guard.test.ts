@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_JSON_DEPTH, nestsDeeperThan, poisonedField } from '../../sidecar/src/domain/json-guard.js';
+import fc from 'fast-check';
+import { MAX_JSON_DEPTH, nestsDeeperThan, poisonedField, scanBody } from '../../sidecar/src/domain/json-guard.js';
 
 const nested = (n: number) => Buffer.from(`${'['.repeat(n)}${']'.repeat(n)}`);
 
@@ -14,6 +15,72 @@ describe('nestsDeeperThan', () => {
 
   it('reads 10,000 levels without recursion', () => {
     expect(nestsDeeperThan(nested(10_000), MAX_JSON_DEPTH)).toBe(true);
+  });
+});
+
+describe('scanBody: where the top-level members lie', () => {
+  const valueAt = (bytes: Buffer, span: readonly [number, number]) => JSON.parse(bytes.subarray(span[0], span[1]).toString()) as unknown;
+  // Keys as JSON.stringify writes them: escaped only where they must be (quote, backslash, control characters).
+  const plainKey = fc.string({ unit: 'grapheme', maxLength: 10 }).filter((k) => !JSON.stringify(k).includes('\\'));
+
+  /** JSON text with whitespace wherever JSON allows it (before commas and colons too, which JSON.stringify never writes). */
+  const spaced = (v: unknown, ws: string): string => {
+    if (Array.isArray(v)) return `[${ws}${v.map((x) => spaced(x, ws)).join(`${ws},${ws}`)}${ws}]`;
+    if (typeof v === 'object' && v !== null) {
+      return `{${ws}${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}${ws}:${ws}${spaced(x, ws)}`).join(`${ws},${ws}`)}${ws}}`;
+    }
+    return JSON.stringify(v);
+  };
+
+  it("finds each member's value exactly, whatever the spacing and however long its strings", () => {
+    fc.assert(
+      fc.property(fc.dictionary(plainKey, fc.jsonValue({ maxDepth: 3 }), { maxKeys: 6 }), fc.constantFrom('', ' ', '\n\t', ' \r\n '), (body, ws) => {
+        const bytes = Buffer.from(`${ws}${spaced(body, ws)}${ws}`);
+        const scan = scanBody(bytes, MAX_JSON_DEPTH);
+        expect(scan.tooDeep).toBe(false);
+        expect([...(scan.members?.keys() ?? [])].sort()).toEqual(Object.keys(body).sort());
+        for (const [k, span] of scan.members ?? []) {
+          expect(valueAt(bytes, span)).toEqual(body[k]);
+          // No whitespace around the value.
+          expect(bytes.subarray(span[0], span[1]).toString()).toBe(bytes.subarray(span[0], span[1]).toString().trim());
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('reads strings with escaped quotes and backslashes, short and long', () => {
+    const long = `${'x'.repeat(100)}\\"${'y'.repeat(50)}\\\\`;
+    const body = { a: 'say \\"hi\\"', b: long, c: ['\\', '\\"', { d: '}' }], e: 1.5e3, f: null, g: true };
+    const bytes = Buffer.from(JSON.stringify(body));
+    const members = scanBody(bytes, MAX_JSON_DEPTH).members!;
+    for (const k of Object.keys(body)) expect(valueAt(bytes, members.get(k)!)).toEqual(body[k as keyof typeof body]);
+  });
+
+  it('keeps the last of a repeated key, as JSON.parse does', () => {
+    const bytes = Buffer.from('{"messages":[1],"model":"m","messages":[2, 3]}');
+    const span = scanBody(bytes, MAX_JSON_DEPTH).members!.get('messages')!;
+    expect(bytes.subarray(span[0], span[1]).toString()).toBe('[2, 3]');
+  });
+
+  it('gives no members for a key written with an escape, a top level that is not an object, or when not asked', () => {
+    expect(scanBody(Buffer.from('{"m\\u0065ssages":[1],"model":"m"}'), MAX_JSON_DEPTH).members).toBeNull();
+    expect(scanBody(Buffer.from('[{"a":1}]'), MAX_JSON_DEPTH).members).toBeNull();
+    expect(scanBody(Buffer.from(' "text" '), MAX_JSON_DEPTH).members).toBeNull();
+    expect(scanBody(Buffer.from('{"a":1}'), MAX_JSON_DEPTH, false).members).toBeNull();
+    expect(scanBody(Buffer.from('{}'), MAX_JSON_DEPTH).members?.size).toBe(0);
+  });
+
+  it('says too deep for the same bodies as the byte count did, members or not', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 8 }), fc.integer({ min: 1, max: 8 }), (v, max) => {
+        const text = JSON.stringify(v) ?? 'null';
+        const deepest = (x: unknown): number => (typeof x === 'object' && x !== null ? 1 + Math.max(0, ...Object.values(x).map(deepest)) : 0);
+        expect(scanBody(Buffer.from(text), max).tooDeep).toBe(deepest(v) > max);
+        expect(nestsDeeperThan(Buffer.from(text), max)).toBe(deepest(v) > max);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
 

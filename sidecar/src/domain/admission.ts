@@ -5,7 +5,8 @@ import { Errors, gatewayError } from './errors.js';
 import type { Admission } from './request-context.js';
 import { tryParseJson } from '../util/json.js';
 import { pathOnly } from './auth/routes.js';
-import { MAX_JSON_DEPTH, mayBePoisoned, nestsDeeperThan, poisonedField } from './json-guard.js';
+import { MAX_JSON_DEPTH, mayBePoisoned, poisonedField, scanBody } from './json-guard.js';
+import { COPY_MIN_BYTES, type RawBody } from './upstream-body.js';
 
 /** The endpoints whose body the gateway reads, by path under the prefix. */
 export type BodyEndpoint = 'chat' | 'embeddings';
@@ -36,7 +37,8 @@ export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer |
   }
   if (body.length > policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
   // Before parsing: everything after it (validation, re-serialising) may recurse.
-  if (nestsDeeperThan(body, MAX_JSON_DEPTH)) {
+  const scan = scanBody(body, MAX_JSON_DEPTH, body.length >= COPY_MIN_BYTES);
+  if (scan.tooDeep) {
     return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` }) };
   }
   const parsed = tryParseJson(body);
@@ -51,7 +53,12 @@ export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer |
       error: gatewayError(Errors.invalidRequest, { param: poisoned, message: 'A __proto__ key (or constructor.prototype) is not accepted in a request body.' }),
     };
   }
+  // What goes up unchanged (the messages, an embeddings input) is sent as the caller's own bytes.
+  const raw: RawBody | undefined =
+    scan.members && typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+      ? { bytes: body, members: scan.members, parsed: parsed as Record<string, unknown> }
+      : undefined;
   return endpoint === 'chat'
-    ? admitChat(parsed, policy.catalog, { defaultTemperature: policy.defaultTemperature })
-    : admitEmbeddings(parsed, policy.catalog, policy.maxEmbeddingInputs);
+    ? admitChat(parsed, policy.catalog, { defaultTemperature: policy.defaultTemperature }, raw)
+    : admitEmbeddings(parsed, policy.catalog, policy.maxEmbeddingInputs, raw);
 }

@@ -3,7 +3,7 @@ import { Errors, gatewayError, type GatewayError } from './errors.js';
 import { resolveModelField } from './model-field.js';
 import type { Admission, FloorReport } from './request-context.js';
 import { estimateTokens } from './token-estimate.js';
-import { upstreamBody } from './upstream-body.js';
+import { upstreamBody, type RawBody } from './upstream-body.js';
 import { isObject, isPositiveInt } from '../util/json.js';
 
 export interface ChatPolicy {
@@ -40,7 +40,7 @@ function checkMessages(messages: unknown): { ok: false; error: GatewayError } | 
  * model, the default temperature, usage always requested on streams, and the
  * max_tokens floor for reasoning models.
  */
-export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy): Admission {
+export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy, raw?: RawBody): Admission {
   if (!isObject(body)) return invalid('body', 'The request body must be a JSON object.');
   const model = resolveModelField(catalog, body.model, 'chat');
   if (!model.ok) return model;
@@ -84,7 +84,7 @@ export function admitChat(body: unknown, catalog: Catalog, policy: ChatPolicy): 
   else delete upstream.stream_options;
 
   // The prompt material the hold is priced on: the messages, and the tools when there are any.
-  const sent = upstreamBody(upstream, body.tools ? ['messages', 'tools'] : ['messages']);
+  const sent = upstreamBody(upstream, body.tools ? ['messages', 'tools'] : ['messages'], raw);
   return {
     ok: true,
     upstreamBody: sent.bytes,

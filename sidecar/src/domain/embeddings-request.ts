@@ -3,7 +3,7 @@ import { Errors, gatewayError } from './errors.js';
 import { resolveModelField } from './model-field.js';
 import type { Admission } from './request-context.js';
 import { estimateTokens } from './token-estimate.js';
-import { upstreamBody } from './upstream-body.js';
+import { upstreamBody, type RawBody } from './upstream-body.js';
 
 import { isObject } from '../util/json.js';
 
@@ -11,7 +11,7 @@ import { isObject } from '../util/json.js';
 export const EMBEDDING_DIMENSIONS = 3584;
 
 /** Validates an embeddings body; one billed request per input string. */
-export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: number): Admission {
+export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: number, raw?: RawBody): Admission {
   if (!isObject(body)) {
     return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: 'The request body must be a JSON object.' }) };
   }
@@ -48,7 +48,7 @@ export function admitEmbeddings(body: unknown, catalog: Catalog, maxInputs: numb
   }
   const { dimensions: _restated, ...fields } = body;
   const upstream = { ...fields, model: model.resolved.internalModel };
-  const sent = upstreamBody(upstream, ['input']);
+  const sent = upstreamBody(upstream, ['input'], raw);
   return {
     ok: true,
     upstreamBody: sent.bytes,
