@@ -161,6 +161,19 @@ describe('POST /v1/embeddings', () => {
     expect(over.json.error.param).toBe('input');
   });
 
+  it("passes the provider's vectors through unchanged (copied from its answer, not written again)", async () => {
+    const input = ['copied vector one', 'copied vector two'];
+    const r = await post(`${gw.base}/embeddings`, { model: 'svc-embed', input }, gw.key);
+    expect(r.status).toBe(200);
+    const direct = await gw.sim('/v1/embeddings', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.upstreamKey}` },
+      body: JSON.stringify({ model: 'sim-embed-1', input }),
+    });
+    expect(r.json.data.map((d: any) => d.embedding)).toEqual(direct.data.map((d: any) => d.embedding));
+    expect(r.json.data.map((d: any) => d.index)).toEqual([0, 1]);
+  });
+
   it('embeds an array: one item and one request per input string', async () => {
     const r = await post(`${gw.base}/embeddings`, { model: 'svc-embed-2026-08', input: ['a', 'b', 'c'] }, gw.key);
     expect(r.status).toBe(200);

@@ -40,7 +40,7 @@ const provider = {
 function rewrite(raw: unknown, ctx = ctxFor({ model: 'svc-quick' }), brand = 'svc') {
   const r = rewriteChatCompletion(Buffer.from(typeof raw === 'string' ? raw : JSON.stringify(raw)), ctx, 'req-1', brand, 1_764_331_200);
   if (!r.ok) throw new Error('not ok');
-  return { body: JSON.parse(r.body) as Record<string, unknown>, usage: r.usage, text: r.body };
+  return { body: JSON.parse(String(r.body)) as Record<string, unknown>, usage: r.usage, text: String(r.body) };
 }
 
 describe('rewriteChatCompletion', () => {

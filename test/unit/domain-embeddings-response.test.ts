@@ -1,4 +1,5 @@
 /** rewriteEmbeddings: alias, svc block with request_count, vendor fields dropped, shape checks. */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
@@ -33,7 +34,7 @@ describe('rewriteEmbeddings', () => {
   it('rewrites model, keeps data, adds usage and the svc block with request_count', () => {
     const r = run(provider(2), ctxFor(['a', 'b'], 'svc-embed-2026-08'));
     if (!r.ok) throw new Error('not ok');
-    const body = JSON.parse(r.body) as Record<string, unknown>;
+    const body = JSON.parse(String(r.body)) as Record<string, unknown>;
     expect(body).toEqual({
       object: 'list',
       data: [
@@ -45,17 +46,17 @@ describe('rewriteEmbeddings', () => {
       svc: { alias: 'svc-embed-2026-08', request_id: 'req-9', request_count: 2 },
     });
     expect(r.usage).toEqual({ promptTokens: 7, completionTokens: 0, totalTokens: 7, estimated: false });
-    expect(r.body).not.toContain('sim-embed-1');
-    expect(r.body).not.toContain('emb-123');
+    expect(String(r.body)).not.toContain('sim-embed-1');
+    expect(String(r.body)).not.toContain('emb-123');
   });
 
   it('accepts base64 embeddings and fills a missing index', () => {
     const r = run({ data: [{ embedding: 'AAAA' }] }, ctxFor('a'));
     if (!r.ok) throw new Error('not ok');
-    expect(JSON.parse(r.body).data).toEqual([{ object: 'embedding', index: 0, embedding: 'AAAA' }]);
+    expect(JSON.parse(String(r.body)).data).toEqual([{ object: 'embedding', index: 0, embedding: 'AAAA' }]);
     // No provider usage: estimated from the input ('a' → 1 token), no completion tokens.
     expect(r.usage).toEqual({ promptTokens: 1, completionTokens: 0, totalTokens: 1, estimated: true });
-    expect(JSON.parse(r.body).usage).toEqual({ prompt_tokens: 1, total_tokens: 1 });
+    expect(JSON.parse(String(r.body)).usage).toEqual({ prompt_tokens: 1, total_tokens: 1 });
   });
 
   it('no or malformed usage → estimated from the inputs and reported in the body', () => {
@@ -65,13 +66,13 @@ describe('rewriteEmbeddings', () => {
       const r = run({ ...provider(2), usage: u }, ctx);
       if (!r.ok) throw new Error('not ok');
       expect(r.usage).toEqual({ promptTokens: 5, completionTokens: 0, totalTokens: 5, estimated: true });
-      expect(JSON.parse(r.body).usage).toEqual({ prompt_tokens: 5, total_tokens: 5 });
+      expect(JSON.parse(String(r.body)).usage).toEqual({ prompt_tokens: 5, total_tokens: 5 });
     }
   });
 
   it('names the block after the brand', () => {
     const r = run(provider(1), ctxFor('a'), 'acme');
-    expect(r.ok && JSON.parse(r.body).acme).toEqual({ alias: 'svc-embed', request_id: 'req-9', request_count: 1 });
+    expect(r.ok && JSON.parse(String(r.body)).acme).toEqual({ alias: 'svc-embed', request_id: 'req-9', request_count: 1 });
   });
 
   it('a count mismatch with the request → ok:false', () => {
@@ -88,5 +89,59 @@ describe('rewriteEmbeddings', () => {
     ['an item that is not an object', { data: [null] }],
   ])('%s → ok:false', (_name, raw) => {
     expect(run(raw, ctxFor('a'))).toEqual({ ok: false });
+  });
+});
+
+describe("rewriteEmbeddings with a long list: the provider's vectors copied, not written again", () => {
+  const inputs = (n: number) => Array.from({ length: n }, (_, i) => `text ${i}`);
+  /** A provider's answer written by hand: its own number format and spacing, vendor fields, members in its order. */
+  const handWritten = (n: number) =>
+    `{ "data" : [ ${Array.from({ length: n }, (_, i) => `{"vendor":"x", "embedding" : [ 0.10000, -2.5E-3, ${i}.0 ], "index":${i},"object":"embedding"}`).join(' , ')} ], "model":"sim-embed-1", "id":"emb-123", "usage":{"prompt_tokens":7,"total_tokens":7} }`;
+
+  it('sends each vector as the provider wrote it, and the rest as before', () => {
+    const text = handWritten(12);
+    expect(text.length).toBeGreaterThanOrEqual(512);
+    const r = rewriteEmbeddings(Buffer.from(text), ctxFor(inputs(12)), 'req-9', 'svc');
+    if (!r.ok) throw new Error('not ok');
+    const out = String(r.body);
+    expect(out).toContain('{"object":"embedding","index":3,"embedding":[ 0.10000, -2.5E-3, 3.0 ]}');
+    expect(out).not.toContain('sim-embed-1');
+    expect(out).not.toContain('vendor');
+    expect(JSON.parse(out)).toEqual({
+      object: 'list',
+      data: Array.from({ length: 12 }, (_, i) => ({ object: 'embedding', index: i, embedding: [0.1, -0.0025, i] })),
+      model: 'svc-embed',
+      usage: { prompt_tokens: 7, total_tokens: 7 },
+      svc: { alias: 'svc-embed', request_id: 'req-9', request_count: 12 },
+    });
+  });
+
+  it('reads to the same JSON as writing it again, for any list', () => {
+    const vector = fc.oneof(fc.array(fc.double({ noNaN: true, noDefaultInfinity: true }), { maxLength: 40 }), fc.base64String({ maxLength: 80 }));
+    fc.assert(
+      fc.property(fc.array(vector, { minLength: 1, maxLength: 12 }), fc.constantFrom(undefined, 1), (vectors, indent) => {
+        const answer = { object: 'list', model: 'sim-embed-1', data: vectors.map((embedding, index) => ({ object: 'embedding', index, embedding, extra: { a: [1] } })) };
+        const raw = Buffer.from(JSON.stringify(answer, null, indent));
+        const r = rewriteEmbeddings(raw, ctxFor(inputs(vectors.length)), 'req-9', 'svc');
+        if (!r.ok) throw new Error('not ok');
+        expect(JSON.parse(String(r.body))).toEqual({
+          object: 'list',
+          data: JSON.parse(JSON.stringify(vectors.map((embedding, index) => ({ object: 'embedding', index, embedding })))),
+          model: 'svc-embed',
+          usage: { prompt_tokens: expect.any(Number), total_tokens: expect.any(Number) },
+          svc: { alias: 'svc-embed', request_id: 'req-9', request_count: vectors.length },
+        });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('writes the list again when the answer is not valid UTF-8', () => {
+    const text = handWritten(12).replace('"id":"emb-123"', '"id":"emb-\u0001"');
+    const bytes = Buffer.from(text.replace('\u0001', '#'));
+    bytes[bytes.indexOf('emb-#') + 4] = 0xff;
+    const r = rewriteEmbeddings(bytes, ctxFor(inputs(12)), 'req-9', 'svc');
+    if (!r.ok) throw new Error('not ok');
+    expect(String(r.body)).toContain('"embedding":[0.1,-0.0025,3]');
   });
 });

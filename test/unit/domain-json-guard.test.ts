@@ -85,6 +85,39 @@ describe('scanBody: where the top-level members lie', () => {
   });
 });
 
+describe('scanBody: the members of the objects in one top-level array', () => {
+  const valueAt = (bytes: Buffer, span: readonly [number, number]) => JSON.parse(bytes.subarray(span[0], span[1]).toString()) as unknown;
+  const plainKey = fc.string({ unit: 'grapheme', maxLength: 8 }).filter((k) => !JSON.stringify(k).includes('\\'));
+
+  it("finds each element's members, in order, whatever the spacing", () => {
+    fc.assert(
+      fc.property(fc.array(fc.dictionary(plainKey, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }), { maxLength: 6 }), fc.constantFrom(undefined, 1), (data, indent) => {
+        const bytes = Buffer.from(JSON.stringify({ model: 'm', data, usage: { n: 1 } }, null, indent));
+        const { items, members } = scanBody(bytes, Number.MAX_SAFE_INTEGER, false, 'data');
+        expect(members).toBeNull();
+        expect(items).toHaveLength(data.length);
+        items!.forEach((m, i) => {
+          expect([...m.keys()].sort()).toEqual(Object.keys(data[i]!).sort());
+          for (const [k, span] of m) expect(valueAt(bytes, span)).toEqual(JSON.parse(JSON.stringify(data[i]![k])));
+        });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('reads the last of a repeated array, and gives none for an element that is not an object or a key with an escape', () => {
+    const last = scanBody(Buffer.from('{"data":[{"a":1},{"a":2}],"data":[{"a":3}]}'), 99, false, 'data').items!;
+    expect(last).toHaveLength(1);
+    expect(last[0]!.get('a')).toEqual([39, 40]); // the 3
+    expect(scanBody(Buffer.from('{"data":[{"a":1},2]}'), 99, false, 'data').items).toBeNull();
+    expect(scanBody(Buffer.from('{"data":[{"a":1},"x"]}'), 99, false, 'data').items).toBeNull();
+    expect(scanBody(Buffer.from('{"data":[{"a":1},[1]]}'), 99, false, 'data').items).toBeNull();
+    expect(scanBody(Buffer.from('{"data":[{"\\u0061":1}]}'), 99, false, 'data').items).toBeNull();
+    expect(scanBody(Buffer.from('{"other":[{"a":1}]}'), 99, false, 'data').items).toEqual([]);
+    expect(scanBody(Buffer.from('{"data":[{"a":1}]}'), 99, false).items).toBeNull();
+  });
+});
+
 describe('poisonedField', () => {
   it('names the top-level field holding a __proto__ key or constructor.prototype', () => {
     expect(poisonedField(JSON.parse('{"a":1,"__proto__":{"x":1}}'))).toBe('__proto__');

@@ -4,8 +4,8 @@ import { svcBlock } from './svc-block.js';
 import { estimatedUsage, readUsage, usageJson, type Usage } from './usage.js';
 import { estimateTokens } from './token-estimate.js';
 
-/** usage: the provider's, or counted by the gateway (estimated) when it sent none. */
-export type Rewritten = { ok: true; body: string; usage: Usage } | { ok: false };
+/** usage: the provider's, or counted by the gateway (estimated) when it sent none; body: the JSON text or its bytes. */
+export type Rewritten = { ok: true; body: string | Buffer; usage: Usage } | { ok: false };
 
 /** The message fields a caller gets; everything else a provider sends stays behind. */
 export const MESSAGE_FIELDS = ['role', 'content', 'tool_calls', 'function_call', 'refusal'] as const;

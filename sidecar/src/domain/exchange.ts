@@ -287,7 +287,7 @@ export class Exchange {
     this.status = 200;
     this.outcome = 'ok';
     this.usage = rewritten.usage;
-    const body = Buffer.from(rewritten.body);
+    const body = typeof rewritten.body === 'string' ? Buffer.from(rewritten.body) : rewritten.body;
     // The content-length goes out with the caller's headers, which were kept back until now.
     return { kind: 'continue', body, headers: { set: { 'content-length': String(body.length) }, remove: [] }, streamed: { endOfStream: true } };
   }

@@ -17,6 +17,10 @@ const BACKSLASH = 0x5c; // \
 const COLON = 0x3a; // :
 const COMMA = 0x2c; // ,
 
+/** The bytes that open or close a string, an object or an array: 1; every other byte 0. */
+const STRUCTURE = new Uint8Array(256);
+for (const b of [QUOTE, OPEN_OBJECT, OPEN_ARRAY, CLOSE_OBJECT, CLOSE_ARRAY]) STRUCTURE[b] = 1;
+
 /** Where a top-level member's value lies in the body: [start, end) byte offsets, whitespace around it excluded. */
 export type Span = readonly [start: number, end: number];
 
@@ -32,6 +36,45 @@ export interface BodyScan {
    * them. Meaningful only for a body that JSON.parse accepted.
    */
   readonly members: ReadonlyMap<string, Span> | null;
+  /**
+   * When asked for a top-level member that is an array of objects (`itemsOf`):
+   * each element's members, in order, as `members` for the top level. null
+   * when it was not asked for, an element is not an object or has a key
+   * written with an escape; empty when there is no such member.
+   */
+  readonly items: ReadonlyArray<ReadonlyMap<string, Span>> | null;
+}
+
+/** The members of one object, read as the scan passes over it. */
+class MemberReader {
+  readonly members = new Map<string, Span>();
+  /** A key was written with an escape: its bytes are not its name. */
+  escaped = false;
+  /** The member being read (null between members). */
+  key: string | null = null;
+  private start = -1;
+  private last = -1;
+
+  /** A string directly inside this object: a key, or a value. */
+  string(bytes: Buffer, open: number, close: number): void {
+    if (this.key !== null) return this.value(open, close);
+    const name = bytes.subarray(open + 1, close);
+    if (name.includes(BACKSLASH)) this.escaped = true;
+    this.key = name.toString('utf8');
+  }
+
+  /** Bytes from..to (inclusive) of the current member's value. */
+  value(from: number, to: number): void {
+    if (this.start < 0) this.start = from;
+    this.last = to;
+  }
+
+  /** A comma, or the object's end: the current member is complete. */
+  end(): void {
+    if (this.key !== null && this.start >= 0) this.members.set(this.key, [this.start, this.last + 1]);
+    this.key = null;
+    this.start = -1;
+  }
 }
 
 /** Strings up to this long are read byte by byte: for a key or a role, a call into indexOf costs more than it saves. */
@@ -64,57 +107,70 @@ function closingQuote(bytes: Buffer, open: number): number {
 /**
  * One pass over a JSON text, no recursion, strings skipped: how deep it nests
  * (before anything recursive runs on it) and where the top-level members'
- * values lie (so what goes upstream unchanged can be sent as the caller's own
- * bytes instead of serialised again: upstream-body.ts).
+ * values lie, and optionally those of the objects in one top-level array
+ * (so what goes on unchanged can be sent as its own bytes instead of being
+ * serialised again: upstream-body.ts, embeddings-response.ts).
  */
-export function scanBody(bytes: Buffer, maxDepth: number, withMembers = true): BodyScan {
+export function scanBody(bytes: Buffer, maxDepth: number, withMembers = true, itemsOf?: string): BodyScan {
   let depth = 0;
-  let members: Map<string, Span> | null = withMembers ? new Map() : null;
   let first = true;
-  // Inside the top-level object: the key being read, where its value began (-1: not yet) and its last byte.
-  let key: string | null = null;
-  let valueStart = -1;
-  let valueLast = -1;
+  // The top-level object (depth 1), the elements of its `itemsOf` array (depth 3 inside them).
+  let top: MemberReader | null = null;
+  let items: MemberReader[] | null = itemsOf === undefined ? null : [];
+  let inItems = false;
+  let item: MemberReader | null = null;
   for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i];
-    if (b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09) continue;
+    const b = bytes[i] as number;
+    if (STRUCTURE[b] === 0) {
+      // A number, a literal, a comma, a colon or white space: only where members are read.
+      const reader = depth === 1 ? top : depth === 3 ? item : null;
+      if (reader) {
+        if (b === COMMA) reader.end();
+        else if (b !== COLON && b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) reader.value(i, i);
+      } else if (depth === 2 && inItems && b !== COMMA && b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) items = null; // an element that is not an object
+      continue;
+    }
     if (first) {
       first = false;
-      if (b !== OPEN_OBJECT) members = null;
+      if (b === OPEN_OBJECT && (withMembers || items)) top = new MemberReader();
     }
     if (b === QUOTE) {
       const close = closingQuote(bytes, i);
-      if (close < 0) return { tooDeep: false, members: null };
-      if (members && depth === 1) {
-        if (key === null) {
-          // A key: its bytes are its name only when nothing in it is escaped.
-          const name = bytes.subarray(i + 1, close);
-          if (name.includes(BACKSLASH)) members = null;
-          else key = name.toString('utf8');
-        } else if (valueStart < 0) valueStart = i;
-      }
-      valueLast = close;
+      if (close < 0) return { tooDeep: false, members: null, items: null };
+      if (depth === 1) top?.string(bytes, i, close);
+      else if (depth === 3) item?.string(bytes, i, close);
+      else if (depth === 2 && inItems) items = null; // an element that is not an object
       i = close;
     } else if (b === OPEN_OBJECT || b === OPEN_ARRAY) {
-      if (depth === 1 && valueStart < 0) valueStart = i;
-      if (++depth > maxDepth) return { tooDeep: true, members: null };
-    } else if (b === CLOSE_OBJECT || b === CLOSE_ARRAY) {
-      // The top-level object's end also ends its last member.
-      if (--depth > 0) valueLast = i;
-      else if (members && key !== null && valueStart >= 0) members.set(key, [valueStart, valueLast + 1]);
-    } else if (members && depth === 1) {
-      if (b === COMMA) {
-        if (key !== null && valueStart >= 0) members.set(key, [valueStart, valueLast + 1]);
-        key = null;
-        valueStart = -1;
-      } else if (b !== COLON) {
-        // A number, true, false or null: part of the current value.
-        if (valueStart < 0) valueStart = i;
-        valueLast = i;
-      }
+      if (depth === 1 && top) {
+        top.value(i, i);
+        // The array asked for begins (again, for a repeated key: the last one counts).
+        if (b === OPEN_ARRAY && top.key === itemsOf) {
+          items = [];
+          inItems = true;
+        }
+      } else if (depth === 2 && inItems && items) {
+        if (b === OPEN_OBJECT) items.push((item = new MemberReader()));
+        else items = null;
+      } else if (depth === 3) item?.value(i, i);
+      if (++depth > maxDepth) return { tooDeep: true, members: null, items: null };
+    } else {
+      depth--;
+      if (depth === 0) top?.end();
+      else if (depth === 1) {
+        top?.value(i, i);
+        inItems = false;
+      } else if (depth === 2 && inItems) {
+        item?.end();
+        item = null;
+      } else if (depth === 3) item?.value(i, i);
     }
   }
-  return { tooDeep: false, members };
+  return {
+    tooDeep: false,
+    members: withMembers && top && !top.escaped ? top.members : null,
+    items: items && !items.some((r) => r.escaped) ? items.map((r) => r.members) : null,
+  };
 }
 
 /** True when the JSON text nests objects/arrays deeper than `max` (one pass, no recursion, strings skipped). */
