@@ -22,8 +22,9 @@ export interface UpstreamBody {
 }
 
 /**
- * Requests smaller than this are serialised whole: below it, copying costs
- * more than it saves (test/bench/admission-micro.ts).
+ * Bodies smaller than this (a request, an embeddings answer) are serialised
+ * whole: below it, copying costs more than it saves
+ * (test/bench/admission-micro.ts).
  */
 export const COPY_MIN_BYTES = 512;
 
