@@ -136,6 +136,26 @@ describe("rewriteEmbeddings with a long list: the provider's vectors copied, not
     );
   });
 
+  it("keeps the provider's index, and writes a short answer again whole", () => {
+    const text = handWritten(12).replace('"index":0,', '"index":7,');
+    const r = rewriteEmbeddings(Buffer.from(text), ctxFor(inputs(12)), 'req-9', 'svc');
+    if (!r.ok) throw new Error('not ok');
+    expect(String(r.body)).toContain('{"object":"embedding","index":7,"embedding":[ 0.10000, -2.5E-3, 0.0 ]}');
+    const short = handWritten(1);
+    expect(short.length).toBeLessThan(512);
+    const s = rewriteEmbeddings(Buffer.from(short), ctxFor(inputs(1)), 'req-9', 'svc');
+    if (!s.ok) throw new Error('not ok');
+    expect(String(s.body)).toContain('"embedding":[0.1,-0.0025,0]');
+  });
+
+  it('writes the list again when a key in an element is written with an escape', () => {
+    const text = handWritten(12).replace('"embedding" : [ 0.10000, -2.5E-3, 4.0 ]', '"\\u0065mbedding" : [ 0.10000, -2.5E-3, 4.0 ]');
+    const r = rewriteEmbeddings(Buffer.from(text), ctxFor(inputs(12)), 'req-9', 'svc');
+    if (!r.ok) throw new Error('not ok');
+    expect(JSON.parse(String(r.body)).data[4].embedding).toEqual([0.1, -0.0025, 4]);
+    expect(String(r.body)).toContain('"embedding":[0.1,-0.0025,4]');
+  });
+
   it('writes the list again when the answer is not valid UTF-8', () => {
     const text = handWritten(12).replace('"id":"emb-123"', '"id":"emb-\u0001"');
     const bytes = Buffer.from(text.replace('\u0001', '#'));
