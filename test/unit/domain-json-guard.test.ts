@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { MAX_JSON_DEPTH, nestsDeeperThan, poisonedField, scanBody } from '../../sidecar/src/domain/json-guard.js';
+import { MAX_JSON_DEPTH, poisonedField, scanBody } from '../../sidecar/src/domain/json-guard.js';
 
 const nested = (n: number) => Buffer.from(`${'['.repeat(n)}${']'.repeat(n)}`);
 
-describe('nestsDeeperThan', () => {
+describe('scanBody: how deep a body nests', () => {
+  const nestsDeeperThan = (bytes: Buffer, max: number) => scanBody(bytes, max).tooDeep;
   it('counts objects and arrays, not brackets inside strings', () => {
     expect(nestsDeeperThan(nested(MAX_JSON_DEPTH), MAX_JSON_DEPTH)).toBe(false);
     expect(nestsDeeperThan(nested(MAX_JSON_DEPTH + 1), MAX_JSON_DEPTH)).toBe(true);
@@ -36,7 +37,7 @@ describe('scanBody: where the top-level members lie', () => {
     fc.assert(
       fc.property(fc.dictionary(plainKey, fc.jsonValue({ maxDepth: 3 }), { maxKeys: 6 }), fc.constantFrom('', ' ', '\n\t', ' \r\n '), (body, ws) => {
         const bytes = Buffer.from(`${ws}${spaced(body, ws)}${ws}`);
-        const scan = scanBody(bytes, MAX_JSON_DEPTH);
+        const scan = scanBody(bytes, MAX_JSON_DEPTH, { members: true });
         expect(scan.tooDeep).toBe(false);
         expect([...(scan.members?.keys() ?? [])].sort()).toEqual(Object.keys(body).sort());
         // Compared as JSON reads it (-0 is written 0).
@@ -54,22 +55,22 @@ describe('scanBody: where the top-level members lie', () => {
     const long = `${'x'.repeat(100)}\\"${'y'.repeat(50)}\\\\`;
     const body = { a: 'say \\"hi\\"', b: long, c: ['\\', '\\"', { d: '}' }], e: 1.5e3, f: null, g: true };
     const bytes = Buffer.from(JSON.stringify(body));
-    const members = scanBody(bytes, MAX_JSON_DEPTH).members!;
+    const members = scanBody(bytes, MAX_JSON_DEPTH, { members: true }).members!;
     for (const k of Object.keys(body)) expect(valueAt(bytes, members.get(k)!)).toEqual(body[k as keyof typeof body]);
   });
 
   it('keeps the last of a repeated key, as JSON.parse does', () => {
     const bytes = Buffer.from('{"messages":[1],"model":"m","messages":[2, 3]}');
-    const span = scanBody(bytes, MAX_JSON_DEPTH).members!.get('messages')!;
+    const span = scanBody(bytes, MAX_JSON_DEPTH, { members: true }).members!.get('messages')!;
     expect(bytes.subarray(span[0], span[1]).toString()).toBe('[2, 3]');
   });
 
   it('gives no members for a key written with an escape, a top level that is not an object, or when not asked', () => {
-    expect(scanBody(Buffer.from('{"m\\u0065ssages":[1],"model":"m"}'), MAX_JSON_DEPTH).members).toBeNull();
-    expect(scanBody(Buffer.from('[{"a":1}]'), MAX_JSON_DEPTH).members).toBeNull();
-    expect(scanBody(Buffer.from(' "text" '), MAX_JSON_DEPTH).members).toBeNull();
-    expect(scanBody(Buffer.from('{"a":1}'), MAX_JSON_DEPTH, false).members).toBeNull();
-    expect(scanBody(Buffer.from('{}'), MAX_JSON_DEPTH).members?.size).toBe(0);
+    expect(scanBody(Buffer.from('{"m\\u0065ssages":[1],"model":"m"}'), MAX_JSON_DEPTH, { members: true }).members).toBeNull();
+    expect(scanBody(Buffer.from('[{"a":1}]'), MAX_JSON_DEPTH, { members: true }).members).toBeNull();
+    expect(scanBody(Buffer.from(' "text" '), MAX_JSON_DEPTH, { members: true }).members).toBeNull();
+    expect(scanBody(Buffer.from('{"a":1}'), MAX_JSON_DEPTH).members).toBeNull();
+    expect(scanBody(Buffer.from('{}'), MAX_JSON_DEPTH, { members: true }).members?.size).toBe(0);
   });
 
   it('says too deep for the same bodies as the byte count did, members or not', () => {
@@ -77,8 +78,8 @@ describe('scanBody: where the top-level members lie', () => {
       fc.property(fc.jsonValue({ maxDepth: 8 }), fc.integer({ min: 1, max: 8 }), (v, max) => {
         const text = JSON.stringify(v) ?? 'null';
         const deepest = (x: unknown): number => (typeof x === 'object' && x !== null ? 1 + Math.max(0, ...Object.values(x).map(deepest)) : 0);
+        expect(scanBody(Buffer.from(text), max, { members: true }).tooDeep).toBe(deepest(v) > max);
         expect(scanBody(Buffer.from(text), max).tooDeep).toBe(deepest(v) > max);
-        expect(nestsDeeperThan(Buffer.from(text), max)).toBe(deepest(v) > max);
       }),
       { numRuns: 500 },
     );
@@ -93,7 +94,7 @@ describe('scanBody: the members of the objects in one top-level array', () => {
     fc.assert(
       fc.property(fc.array(fc.dictionary(plainKey, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }), { maxLength: 6 }), fc.constantFrom(undefined, 1), (data, indent) => {
         const bytes = Buffer.from(JSON.stringify({ model: 'm', data, usage: { n: 1 } }, null, indent));
-        const { items, members } = scanBody(bytes, Number.MAX_SAFE_INTEGER, false, 'data');
+        const { items, members } = scanBody(bytes, Number.MAX_SAFE_INTEGER, { itemsOf: 'data' });
         expect(members).toBeNull();
         expect(items).toHaveLength(data.length);
         items!.forEach((m, i) => {
@@ -106,15 +107,15 @@ describe('scanBody: the members of the objects in one top-level array', () => {
   });
 
   it('reads the last of a repeated array, and gives none for an element that is not an object or a key with an escape', () => {
-    const last = scanBody(Buffer.from('{"data":[{"a":1},{"a":2}],"data":[{"a":3}]}'), 99, false, 'data').items!;
+    const last = scanBody(Buffer.from('{"data":[{"a":1},{"a":2}],"data":[{"a":3}]}'), 99, { itemsOf: 'data' }).items!;
     expect(last).toHaveLength(1);
     expect(last[0]!.get('a')).toEqual([39, 40]); // the 3
-    expect(scanBody(Buffer.from('{"data":[{"a":1},2]}'), 99, false, 'data').items).toBeNull();
-    expect(scanBody(Buffer.from('{"data":[{"a":1},"x"]}'), 99, false, 'data').items).toBeNull();
-    expect(scanBody(Buffer.from('{"data":[{"a":1},[1]]}'), 99, false, 'data').items).toBeNull();
-    expect(scanBody(Buffer.from('{"data":[{"\\u0061":1}]}'), 99, false, 'data').items).toBeNull();
-    expect(scanBody(Buffer.from('{"other":[{"a":1}]}'), 99, false, 'data').items).toEqual([]);
-    expect(scanBody(Buffer.from('{"data":[{"a":1}]}'), 99, false).items).toBeNull();
+    expect(scanBody(Buffer.from('{"data":[{"a":1},2]}'), 99, { itemsOf: 'data' }).items).toBeNull();
+    expect(scanBody(Buffer.from('{"data":[{"a":1},"x"]}'), 99, { itemsOf: 'data' }).items).toBeNull();
+    expect(scanBody(Buffer.from('{"data":[{"a":1},[1]]}'), 99, { itemsOf: 'data' }).items).toBeNull();
+    expect(scanBody(Buffer.from('{"data":[{"\\u0061":1}]}'), 99, { itemsOf: 'data' }).items).toBeNull();
+    expect(scanBody(Buffer.from('{"other":[{"a":1}]}'), 99, { itemsOf: 'data' }).items).toEqual([]);
+    expect(scanBody(Buffer.from('{"data":[{"a":1}]}'), 99, { members: true }).items).toBeNull();
   });
 });
 

@@ -6,7 +6,7 @@ import { MAX_JSON_DEPTH, scanBody } from '../../sidecar/src/domain/json-guard.js
 /** The request as admission sees it: its bytes, its scan, what JSON.parse made of it. */
 function rawOf(text: string | Buffer): RawBody | null {
   const bytes = Buffer.isBuffer(text) ? text : Buffer.from(text);
-  const { members } = scanBody(bytes, MAX_JSON_DEPTH);
+  const { members } = scanBody(bytes, MAX_JSON_DEPTH, { members: true });
   // A key written with an escape leaves no members: admission then passes no raw body.
   return members && { bytes, members, parsed: JSON.parse(bytes.toString()) as Record<string, unknown> };
 }

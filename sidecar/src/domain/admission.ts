@@ -37,7 +37,7 @@ export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer |
   }
   if (body.length > policy.maxRequestBytes) return { ok: false, error: gatewayError(Errors.payloadTooLarge) };
   // Before parsing: everything after it (validation, re-serialising) may recurse.
-  const scan = scanBody(body, MAX_JSON_DEPTH, body.length >= COPY_MIN_BYTES);
+  const scan = scanBody(body, MAX_JSON_DEPTH, { members: body.length >= COPY_MIN_BYTES });
   if (scan.tooDeep) {
     return { ok: false, error: gatewayError(Errors.invalidRequest, { param: 'body', message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` }) };
   }

@@ -41,7 +41,7 @@ export function rewriteEmbeddings(raw: Buffer, ctx: InferenceContext, requestId:
  * sends U+FFFD where raw bytes would send the invalid ones).
  */
 function withProviderVectors(raw: Buffer, data: readonly Item[], after: Record<string, unknown>): Buffer | null {
-  const { items } = scanBody(raw, Number.MAX_SAFE_INTEGER, false, 'data');
+  const { items } = scanBody(raw, Number.MAX_SAFE_INTEGER, { itemsOf: 'data' });
   if (!items || items.length !== data.length || !isUtf8(raw)) return null;
   const parts: Buffer[] = [Buffer.from('{"object":"list","data":[')];
   for (let i = 0; i < data.length; i++) {

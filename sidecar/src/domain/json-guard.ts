@@ -17,9 +17,12 @@ const BACKSLASH = 0x5c; // \
 const COLON = 0x3a; // :
 const COMMA = 0x2c; // ,
 
-/** The bytes that open or close a string, an object or an array: 1; every other byte 0. */
-const STRUCTURE = new Uint8Array(256);
-for (const b of [QUOTE, OPEN_OBJECT, OPEN_ARRAY, CLOSE_OBJECT, CLOSE_ARRAY]) STRUCTURE[b] = 1;
+/** Byte classes: what opens or closes a string, an object or an array; JSON's white space; everything else (0). */
+const STRUCTURE = 1;
+const SPACE = 2;
+const BYTE_CLASS = new Uint8Array(256);
+for (const b of [QUOTE, OPEN_OBJECT, OPEN_ARRAY, CLOSE_OBJECT, CLOSE_ARRAY]) BYTE_CLASS[b] = STRUCTURE;
+for (const b of [0x20, 0x0a, 0x0d, 0x09]) BYTE_CLASS[b] = SPACE;
 
 /** Where a top-level member's value lies in the body: [start, end) byte offsets, whitespace around it excluded. */
 export type Span = readonly [start: number, end: number];
@@ -33,11 +36,11 @@ export interface BodyScan {
    * repeated key at its last occurrence, as JSON.parse keeps it). null when
    * the top level is not an object, a key is written with an escape (its
    * bytes are not its name), the scan stopped early or was not asked for
-   * them. Meaningful only for a body that JSON.parse accepted.
+   * them (`wants.members`). Meaningful only for a body that JSON.parse accepted.
    */
   readonly members: ReadonlyMap<string, Span> | null;
   /**
-   * When asked for a top-level member that is an array of objects (`itemsOf`):
+   * When asked for a top-level member that is an array of objects (`wants.itemsOf`):
    * each element's members, in order, as `members` for the top level. null
    * when it was not asked for, an element is not an object or has a key
    * written with an escape; empty when there is no such member.
@@ -111,7 +114,16 @@ function closingQuote(bytes: Buffer, open: number): number {
  * (so what goes on unchanged can be sent as its own bytes instead of being
  * serialised again: upstream-body.ts, embeddings-response.ts).
  */
-export function scanBody(bytes: Buffer, maxDepth: number, withMembers = true, itemsOf?: string): BodyScan {
+export interface ScanWants {
+  /** The top-level object's members (BodyScan.members). */
+  readonly members?: boolean;
+  /** The members of the objects in this top-level array (BodyScan.items). */
+  readonly itemsOf?: string;
+}
+
+export function scanBody(bytes: Buffer, maxDepth: number, wants: ScanWants = {}): BodyScan {
+  const withMembers = wants.members === true;
+  const itemsOf = wants.itemsOf;
   let depth = 0;
   let first = true;
   // The top-level object (depth 1), the elements of its `itemsOf` array (depth 3 inside them).
@@ -121,13 +133,15 @@ export function scanBody(bytes: Buffer, maxDepth: number, withMembers = true, it
   let item: MemberReader | null = null;
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i] as number;
-    if (STRUCTURE[b] === 0) {
-      // A number, a literal, a comma, a colon or white space: only where members are read.
+    const kind = BYTE_CLASS[b];
+    if (kind === SPACE) continue;
+    if (kind !== STRUCTURE) {
+      // A number, a literal, a comma or a colon: only where members are read.
       const reader = depth === 1 ? top : depth === 3 ? item : null;
       if (reader) {
         if (b === COMMA) reader.end();
-        else if (b !== COLON && b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) reader.value(i, i);
-      } else if (depth === 2 && inItems && b !== COMMA && b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) items = null; // an element that is not an object
+        else if (b !== COLON) reader.value(i, i);
+      } else if (depth === 2 && inItems && b !== COMMA) items = null; // an element that is not an object
       continue;
     }
     if (first) {
@@ -171,11 +185,6 @@ export function scanBody(bytes: Buffer, maxDepth: number, withMembers = true, it
     members: withMembers && top && !top.escaped ? top.members : null,
     items: items && !items.some((r) => r.escaped) ? items.map((r) => r.members) : null,
   };
-}
-
-/** True when the JSON text nests objects/arrays deeper than `max` (one pass, no recursion, strings skipped). */
-export function nestsDeeperThan(bytes: Buffer, max: number): boolean {
-  return scanBody(bytes, max, false).tooDeep;
 }
 
 const poisons = (key: string, child: unknown): boolean =>
