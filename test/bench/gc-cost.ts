@@ -21,7 +21,8 @@
  * threads were scheduled).
  *
  *   npx tsx test/bench/gc-cost.ts       GC_REQUESTS (default 4000) JSON chats, GC_STREAMS (default 1000) streams,
- *                                       GC_SINGLE_THREADED=1
+ *                                       GC_SINGLE_THREADED=1, GC_NODE_ARGS='--flag ...' (more sidecar flags,
+ *                                       after its own heap flags: what a V8 setting costs or saves)
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { startGateway } from '../harness/gateway.js';
@@ -33,6 +34,7 @@ const REQUESTS = envInteger('GC_REQUESTS', 4000);
 const STREAMS = envInteger('GC_STREAMS', 1000);
 const CONNECTIONS = 16;
 const SINGLE = process.env.GC_SINGLE_THREADED === '1';
+const NODE_ARGS = (process.env.GC_NODE_ARGS ?? '').split(' ').filter(Boolean);
 /** Linux reports thread CPU in clock ticks (USER_HZ, 100 a second). */
 const MS_PER_TICK = 10;
 
@@ -55,7 +57,7 @@ const helperMs = (line: string): number => [...line.matchAll(/\bbackground\.[\w.
 
 async function main(): Promise<void> {
   const spec = GATEWAY_VARIANTS.credit;
-  const gw = await startGateway({ ...spec.options, nodeArgs: { sidecar: ['--trace-gc-nvp', ...(SINGLE ? ['--single-threaded-gc'] : [])] } });
+  const gw = await startGateway({ ...spec.options, nodeArgs: { sidecar: ['--trace-gc-nvp', ...(SINGLE ? ['--single-threaded-gc'] : []), ...NODE_ARGS] } });
   try {
     await gw.admin.adjustCredits(gw.tenantId, CREDIT_GRANT, 'gc-grant', 'gc-cost');
     const sidecar = gw.stack.process('sidecar');
@@ -92,7 +94,7 @@ async function main(): Promise<void> {
       ]);
     }
     process.stdout.write(
-      `sidecar GC, store redis, credit check on, ${CONNECTIONS} connections${SINGLE ? ', --single-threaded-gc' : ''} (--trace-gc-nvp; CPU from /proc, 10 ms ticks)\n` +
+      `sidecar GC, store redis, credit check on, ${CONNECTIONS} connections${SINGLE ? ', --single-threaded-gc' : ''}${NODE_ARGS.length ? `, ${NODE_ARGS.join(' ')}` : ''} (--trace-gc-nvp; CPU from /proc, 10 ms ticks)\n` +
         table(['request', 'n', 'scavenges /1000', 'mark-compacts /1000', 'GC pause µs/req (main)', 'GC helper µs/req (reported)', 'promoted B/req', 'CPU main ms/req', 'CPU helper threads ms/req'], rows) +
         '\n',
     );

@@ -128,6 +128,40 @@ describe('the lean CheckResponse encoder', () => {
     expect(encodeCheckResponse(constant).equals(reference(constant))).toBe(true); // the object says what its bytes say
     expect(Object.isFrozen(constantHeader('a', 'b').header)).toBe(true);
   });
+
+  it('writes metadata whose lengths need two and three bytes at every level, larger than its scratch buffer', () => {
+    // A key, a value, an entry and a nested Struct each at 127, 128 and 16,384 bytes or more
+    // (where a one-byte length becomes two, and two become three), multi-byte text among them,
+    // and 40 KB in all: the writer's buffer starts at 4 KiB and grows.
+    // First one value of 1.5 million characters (4.5 MB reserved for it): more than twice any
+    // buffer an earlier test can have left, so the growth must go by what is needed, not double.
+    const huge: CheckResponse = { dynamicMetadata: { a: 'ü'.repeat(1_500_000), b: 'c' } };
+    expect(encodeCheckResponse(huge).equals(reference(huge))).toBe(true);
+    const answers: CheckResponse[] = [127, 128, 129, 16_383, 16_384, 20_000].map((n) => ({
+      dynamicMetadata: {
+        ['k'.repeat(n)]: 'v',
+        short: 'é'.repeat(Math.ceil(n / 2)),
+        nested: { inner: { deep: 'x'.repeat(n), n: 1.5 }, after: true },
+        last: null,
+      },
+    }));
+    for (const m of answers) {
+      expect(checkLean(m)).toBe(true);
+      expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
+    }
+    // Nesting deeper than the writer goes is left to the generated encoder.
+    const levels = (n: number) => {
+      let o: Record<string, unknown> = { end: 'x' };
+      for (let i = 0; i < n; i++) o = { level: o };
+      return { dynamicMetadata: o } as CheckResponse;
+    };
+    expect(checkLean(levels(10))).toBe(true);
+    expect(checkLean(levels(40))).toBe(false);
+    for (const m of [levels(10), levels(40)]) expect(encodeCheckResponse(m).equals(reference(m))).toBe(true);
+    // One answer after another reuses the buffer: each keeps its own bytes.
+    const both = answers.map((m) => encodeCheckResponse(m));
+    both.forEach((b, i) => expect(b.equals(reference(answers[i]!))).toBe(true));
+  });
 });
 
 // ext_proc's answers (processing-response-encode.ts).

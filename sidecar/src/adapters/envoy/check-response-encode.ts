@@ -1,7 +1,7 @@
 import type { HeaderValueOption } from '../../generated/envoy/config/core/v3/base.js';
 import { CheckResponse } from '../../generated/envoy/service/auth/v3/external_auth.js';
 import { reusedWriterSerializer } from '../grpc-codec.js';
-import { field, headerOptionSize, leanHeader, leanStruct, str, structSize, tagLength, utf8, writeHeaderOption, writeStruct, type LeanObject } from './wire-write.js';
+import { bytes, field, headerOptionSize, leanHeader, str, structBytes, tagLength, utf8, writeHeaderOption } from './wire-write.js';
 
 /**
  * ext_authz's answer, encoded without the generated code's writer for the
@@ -16,50 +16,58 @@ import { field, headerOptionSize, leanHeader, leanStruct, str, structSize, tagLe
  * to the generated encoder.
  */
 
-/** The encoded HeaderValueOption of each constant header (its own tag and length not included). */
-const preEncoded = new WeakMap<HeaderValueOption, Buffer>();
+/** Where a constant header keeps its encoded HeaderValueOption (its own tag and length not included). */
+const ENCODED = Symbol('encoded');
+type Constant = HeaderValueOption & { readonly [ENCODED]?: Buffer };
 
 /** A header that ext_authz sets with the same value on many answers: encoded once, here. */
 export function constantHeader(key: string, value: string): HeaderValueOption {
-  const h: HeaderValueOption = Object.freeze({ header: Object.freeze({ key, value, rawValue: Buffer.alloc(0) }), append: undefined, appendAction: 0, keepEmptyValue: false });
+  const h = { header: Object.freeze({ key, value, rawValue: Buffer.alloc(0) }), append: undefined, appendAction: 0, keepEmptyValue: false };
   const out = Buffer.allocUnsafe(headerOptionSize(h));
   writeHeaderOption(out, 0, h);
-  preEncoded.set(h, out);
-  return h;
+  return Object.freeze({ ...h, [ENCODED]: out });
 }
+
+const preEncoded = (h: HeaderValueOption): Buffer | undefined => (h as Constant)[ENCODED];
 
 const generated = reusedWriterSerializer(CheckResponse.encode);
 
 /** The gRPC serializer of ext_authz answers. */
 export function encodeCheckResponse(message: CheckResponse): Buffer {
-  return encodesLean(message) ? encodeLean(message) : generated(message);
+  return (leanShape(message) && encodeLean(message)) || generated(message);
 }
 
 /** Whether this answer is written here (else by the generated encoder, to the same bytes). */
 export function encodesLean(m: CheckResponse): boolean {
+  return leanShape(m) && (m.dynamicMetadata === undefined || structBytes(m.dynamicMetadata) !== null);
+}
+
+/** Every part but the metadata is of the lean kind (encodeLean answers for the metadata). */
+function leanShape(m: CheckResponse): boolean {
   if (m.deniedResponse !== undefined || m.errorResponse !== undefined) return false;
   const s = m.status;
   if (s !== undefined && (s.code !== 0 || s.message !== '' || s.details.length !== 0)) return false;
   const ok = m.okResponse;
   if (ok !== undefined) {
     if (ok.dynamicMetadata !== undefined || ok.responseHeadersToAdd.length || ok.queryParametersToSet.length || ok.queryParametersToRemove.length) return false;
-    for (const h of ok.headers) if (!preEncoded.has(h) && !leanHeader(h)) return false;
+    for (const h of ok.headers) if (!preEncoded(h) && !leanHeader(h)) return false;
   }
-  return m.dynamicMetadata === undefined || leanStruct(m.dynamicMetadata);
+  return true;
 }
 
-const optionSize = (h: HeaderValueOption): number => preEncoded.get(h)?.length ?? headerOptionSize(h);
+const optionSize = (h: HeaderValueOption): number => preEncoded(h)?.length ?? headerOptionSize(h);
 
-function encodeLean(m: CheckResponse): Buffer {
+/** The answer's bytes, or null when its metadata holds what a lean Struct cannot (the generated encoder writes it). */
+function encodeLean(m: CheckResponse): Buffer | null {
   const ok = m.okResponse;
   let okSize = 0;
   if (ok) {
     for (const h of ok.headers) okSize += field(optionSize(h));
     for (const n of ok.headersToRemove) okSize += field(utf8(n));
   }
-  const md = m.dynamicMetadata as LeanObject | undefined;
-  const mdSize = md ? structSize(md) : 0;
-  const total = (m.status ? 2 : 0) + (ok ? field(okSize) : 0) + (md ? field(mdSize) : 0);
+  const md = m.dynamicMetadata === undefined ? undefined : structBytes(m.dynamicMetadata);
+  if (md === null) return null;
+  const total = (m.status ? 2 : 0) + (ok ? field(okSize) : 0) + (md ? field(md.length) : 0);
   const out = Buffer.allocUnsafe(total);
   let at = 0;
   if (m.status) {
@@ -69,13 +77,12 @@ function encodeLean(m: CheckResponse): Buffer {
   if (ok) {
     at = tagLength(out, at, 0x1a, okSize); // ok_response = 3
     for (const h of ok.headers) {
-      at = tagLength(out, at, 0x12, optionSize(h)); // headers = 2
-      const pre = preEncoded.get(h);
-      at = pre ? at + pre.copy(out, at) : writeHeaderOption(out, at, h);
+      const pre = preEncoded(h);
+      at = pre ? bytes(out, at, 0x12, pre) : writeHeaderOption(out, tagLength(out, at, 0x12, headerOptionSize(h)), h); // headers = 2
     }
     for (const n of ok.headersToRemove) at = str(out, at, 0x2a, n); // headers_to_remove = 5
   }
-  if (md) at = writeStruct(out, tagLength(out, at, 0x22, mdSize), md); // dynamic_metadata = 4
+  if (md) at = bytes(out, at, 0x22, md); // dynamic_metadata = 4
   if (at !== total) throw new RangeError('CheckResponse size mismatch');
   return out;
 }

@@ -6,7 +6,7 @@ import {
   type StreamedBodyResponse,
 } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { reusedWriterSerializer } from '../grpc-codec.js';
-import { bytes, field, headerOptionSize, leanHeader, leanStruct, str, structSize, tagLength, utf8, varintSize, writeHeaderOption, writeStruct, type LeanObject } from './wire-write.js';
+import { bytes, field, headerOptionSize, leanHeader, str, structBytes, tagLength, utf8, varintSize, writeHeaderOption } from './wire-write.js';
 
 /**
  * ext_proc's answers, encoded without the generated code's writer: what the
@@ -25,36 +25,38 @@ const generated = reusedWriterSerializer(ProcessingResponse.encode);
 
 /** The gRPC serializer of ext_proc answers. */
 export function encodeProcessingResponse(message: ProcessingResponse): Buffer {
-  return encodesLean(message) ? encodeLean(message) : generated(message);
+  return (leanShape(message) && encodeLean(message)) || generated(message);
 }
-
-/** The phases' answers in the generated encoder's order: field tag, and whether it is a trailers answer. */
-const PHASES = [
-  ['requestHeaders', 0x0a, false],
-  ['responseHeaders', 0x12, false],
-  ['requestBody', 0x1a, false],
-  ['responseBody', 0x22, false],
-  ['requestTrailers', 0x2a, true],
-  ['responseTrailers', 0x32, true],
-] as const;
 
 /** Whether this answer is written here (else by the generated encoder, to the same bytes). */
 export function encodesLean(m: ProcessingResponse): boolean {
-  if (m.immediateResponse !== undefined || m.streamedImmediateResponse !== undefined || m.modeOverride !== undefined || m.overrideMessageTimeout !== undefined) return false;
-  if (m.dynamicMetadata !== undefined && !leanStruct(m.dynamicMetadata)) return false;
-  for (const [phase, , trailers] of PHASES) {
-    const p = m[phase];
-    if (p === undefined) continue;
-    if (trailers) {
-      const t = p as { headerMutation?: HeaderMutation };
-      if (t.headerMutation && !leanMutation(t.headerMutation)) return false;
-      continue;
-    }
-    const c = (p as { response?: CommonResponse }).response;
-    if (c && (c.status < 0 || c.trailers !== undefined || (c.headerMutation && !leanMutation(c.headerMutation)))) return false;
-  }
-  return true;
+  return leanShape(m) && (m.dynamicMetadata === undefined || structBytes(m.dynamicMetadata) !== null);
 }
+
+/** A header or body answer: { response = 1: CommonResponse }. */
+type PhaseAnswer = { readonly response?: CommonResponse | undefined };
+/** A trailers answer: { header_mutation = 1 }. */
+type TrailersAnswer = { readonly headerMutation?: HeaderMutation | undefined };
+
+/** Every part but the metadata is of the lean kind (encodeLean answers for the metadata). */
+function leanShape(m: ProcessingResponse): boolean {
+  if (m.immediateResponse !== undefined || m.streamedImmediateResponse !== undefined || m.modeOverride !== undefined || m.overrideMessageTimeout !== undefined) return false;
+  return (
+    leanPhase(m.requestHeaders) &&
+    leanPhase(m.responseHeaders) &&
+    leanPhase(m.requestBody) &&
+    leanPhase(m.responseBody) &&
+    leanTrailers(m.requestTrailers) &&
+    leanTrailers(m.responseTrailers)
+  );
+}
+
+function leanPhase(p: PhaseAnswer | undefined): boolean {
+  const c = p?.response;
+  return !c || (c.status >= 0 && c.trailers === undefined && (!c.headerMutation || leanMutation(c.headerMutation)));
+}
+
+const leanTrailers = (t: TrailersAnswer | undefined): boolean => !t?.headerMutation || leanMutation(t.headerMutation);
 
 const leanMutation = (h: HeaderMutation): boolean => h.setHeaders.every(leanHeader);
 
@@ -82,41 +84,54 @@ function commonSize(c: CommonResponse): number {
   );
 }
 
-/** A phase answer's bytes: { response = 1: CommonResponse } or, for trailers, { header_mutation = 1 }. */
-function phaseSize(p: object, trailers: boolean): number {
-  if (trailers) {
-    const h = (p as { headerMutation?: HeaderMutation }).headerMutation;
-    return h ? field(mutationSize(h)) : 0;
-  }
-  const c = (p as { response?: CommonResponse }).response;
-  return c ? field(commonSize(c)) : 0;
+/** A phase answer's bytes (without its own tag and length). */
+function phaseSize(p: PhaseAnswer): number {
+  return p.response ? field(commonSize(p.response)) : 0;
 }
 
-function encodeLean(m: ProcessingResponse): Buffer {
-  let total = 0;
-  for (const [phase, , trailers] of PHASES) {
-    const p = m[phase];
-    if (p !== undefined) total += field(phaseSize(p, trailers));
-  }
-  const md = m.dynamicMetadata as LeanObject | undefined;
-  const mdSize = md ? structSize(md) : 0;
-  if (md) total += field(mdSize);
-  if (m.requestDrain) total += 2;
+function trailersSize(t: TrailersAnswer): number {
+  return t.headerMutation ? field(mutationSize(t.headerMutation)) : 0;
+}
+
+function writePhase(out: Buffer, at: number, tag: number, p: PhaseAnswer | undefined): number {
+  if (p === undefined) return at;
+  at = tagLength(out, at, tag, phaseSize(p));
+  const c = p.response;
+  return c ? writeCommon(out, tagLength(out, at, 0x0a, commonSize(c)), c) : at;
+}
+
+function writeTrailers(out: Buffer, at: number, tag: number, t: TrailersAnswer | undefined): number {
+  if (t === undefined) return at;
+  at = tagLength(out, at, tag, trailersSize(t));
+  const h = t.headerMutation;
+  return h ? writeMutation(out, tagLength(out, at, 0x0a, mutationSize(h)), h) : at;
+}
+
+const sized = (p: PhaseAnswer | undefined): number => (p === undefined ? 0 : field(phaseSize(p)));
+const sizedTrailers = (t: TrailersAnswer | undefined): number => (t === undefined ? 0 : field(trailersSize(t)));
+
+/** The answer's bytes, or null when its metadata holds what a lean Struct cannot (the generated encoder writes it). */
+function encodeLean(m: ProcessingResponse): Buffer | null {
+  const md = m.dynamicMetadata === undefined ? undefined : structBytes(m.dynamicMetadata);
+  if (md === null) return null;
+  const total =
+    sized(m.requestHeaders) +
+    sized(m.responseHeaders) +
+    sized(m.requestBody) +
+    sized(m.responseBody) +
+    sizedTrailers(m.requestTrailers) +
+    sizedTrailers(m.responseTrailers) +
+    (md ? field(md.length) : 0) +
+    (m.requestDrain ? 2 : 0);
   const out = Buffer.allocUnsafe(total);
-  let at = 0;
-  for (const [phase, tag, trailers] of PHASES) {
-    const p = m[phase];
-    if (p === undefined) continue;
-    at = tagLength(out, at, tag, phaseSize(p, trailers));
-    if (trailers) {
-      const h = (p as { headerMutation?: HeaderMutation }).headerMutation;
-      if (h) at = writeMutation(out, tagLength(out, at, 0x0a, mutationSize(h)), h);
-      continue;
-    }
-    const c = (p as { response?: CommonResponse }).response;
-    if (c) at = writeCommon(out, tagLength(out, at, 0x0a, commonSize(c)), c);
-  }
-  if (md) at = writeStruct(out, tagLength(out, at, 0x42, mdSize), md); // dynamic_metadata = 8
+  // The fields in the generated encoder's order (by field number).
+  let at = writePhase(out, 0, 0x0a, m.requestHeaders); // request_headers = 1
+  at = writePhase(out, at, 0x12, m.responseHeaders); // response_headers = 2
+  at = writePhase(out, at, 0x1a, m.requestBody); // request_body = 3
+  at = writePhase(out, at, 0x22, m.responseBody); // response_body = 4
+  at = writeTrailers(out, at, 0x2a, m.requestTrailers); // request_trailers = 5
+  at = writeTrailers(out, at, 0x32, m.responseTrailers); // response_trailers = 6
+  if (md) at = bytes(out, at, 0x42, md); // dynamic_metadata = 8
   if (m.requestDrain) {
     out[at++] = 0x60; // request_drain = 12
     out[at++] = 1;

@@ -50,74 +50,112 @@ export function bytes(out: Buffer, at: number, tag: number, b: Uint8Array): numb
 /**
  * google.protobuf.Struct from a plain object, as the generated Struct.wrap +
  * encode write it: fields in Object.entries order, undefined values left out,
- * strings, numbers (double), booleans, null and nested objects. Anything else
- * (an array) is not lean: `leanStruct` says so and the caller falls back.
+ * strings, numbers (double), booleans, null and nested objects. The bytes
+ * (without the Struct's own tag and length) are a view of a scratch buffer that
+ * the next call overwrites: copy them into the message before encoding another
+ * Struct. null: `o` holds what this writer leaves to the generated encoder (an
+ * array, a function, nesting deeper than MAX_STRUCT_DEPTH).
+ *
+ * Written in one pass into a scratch buffer: each nested length is given one
+ * byte up front and, in the rare case its content reaches 128 bytes, the
+ * content is moved up to make room for the longer varint. The objects come in
+ * many shapes (the principal with or without a lease, the access log's fields),
+ * so each key and value is read once, by the loop itself, and nothing is
+ * measured twice.
  */
-export type LeanValue = string | number | boolean | null | undefined | LeanObject;
-export interface LeanObject {
-  readonly [key: string]: LeanValue;
+export function structBytes(o: object): Buffer | null {
+  scratchAt = 0;
+  if (!writeFields(o as Record<string, unknown>, 0)) return null;
+  const bytes = scratch.subarray(0, scratchAt);
+  // A buffer grown for an unusually large Struct is not kept (the view still holds it).
+  if (scratch.length > SCRATCH_KEPT_BYTES) scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+  return bytes;
 }
 
-export function leanStruct(o: object): o is LeanObject {
-  for (const k in o) {
-    const v = (o as Record<string, unknown>)[k];
-    if (v === null || v === undefined) continue;
-    const t = typeof v;
-    if (t === 'string' || t === 'number' || t === 'boolean') continue;
-    if (t !== 'object' || Array.isArray(v) || !leanStruct(v as object)) return false;
+/** Nested objects deeper than this are left to the generated encoder. */
+const MAX_STRUCT_DEPTH = 32;
+
+/** The scratch buffer's size, and the largest one kept between calls. */
+const SCRATCH_BYTES = 4096;
+const SCRATCH_KEPT_BYTES = 64 * 1024;
+let scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+let scratchAt = 0;
+
+/** Room for `n` more bytes in the scratch buffer. */
+function reserve(n: number): void {
+  if (scratchAt + n <= scratch.length) return;
+  const bigger = Buffer.allocUnsafe(Math.max(scratch.length * 2, scratchAt + n));
+  scratch.copy(bigger, 0, 0, scratchAt);
+  scratch = bigger;
+}
+
+/** A tag and one byte for the length of what follows; `close` writes the length. */
+function open(tag: number): number {
+  reserve(2);
+  scratch[scratchAt++] = tag;
+  return scratchAt++;
+}
+
+function close(lengthAt: number): void {
+  const length = scratchAt - lengthAt - 1;
+  if (length < 0x80) {
+    scratch[lengthAt] = length;
+    return;
   }
-  return true;
+  const extra = varintSize(length) - 1;
+  reserve(extra);
+  scratch.copy(scratch, lengthAt + 1 + extra, lengthAt + 1, scratchAt);
+  scratchAt += extra;
+  tagLength(scratch, lengthAt - 1, scratch[lengthAt - 1] as number, length);
 }
 
-/** The Struct's bytes (without its own tag and length). */
-export function structSize(o: LeanObject): number {
-  let n = 0;
-  for (const k in o) {
-    const v = o[k];
-    if (v !== undefined) n += field(entrySize(k, v));
+/** A string field: its tag, length and UTF-8 bytes. */
+function stringField(tag: number, s: string): void {
+  reserve(s.length * 3 + 6);
+  const lengthAt = open(tag);
+  if (s.length < 0x80) {
+    let i = 0;
+    for (; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c > 0x7f) break;
+      scratch[scratchAt + i] = c;
+    }
+    if (i === s.length) {
+      scratch[lengthAt] = i;
+      scratchAt += i;
+      return;
+    }
   }
-  return n;
+  scratchAt += scratch.write(s, scratchAt, 'utf8');
+  close(lengthAt);
 }
 
-function entrySize(key: string, v: Exclude<LeanValue, undefined>): number {
-  return (key === '' ? 0 : field(utf8(key))) + field(valueSize(v));
-}
-
-function valueSize(v: Exclude<LeanValue, undefined>): number {
-  if (v === null || typeof v === 'boolean') return 2; // null_value = 1 / bool_value = 4: tag and one byte
-  if (typeof v === 'number') return 9; // number_value = 2: tag and a double
-  if (typeof v === 'string') return field(utf8(v)); // string_value = 3
-  return field(structSize(v)); // struct_value = 5
-}
-
-export function writeStruct(out: Buffer, at: number, o: LeanObject): number {
+/** Each field of `o` as a map entry { key = 1, value = 2 }; false for a value a Struct cannot hold. */
+function writeFields(o: Record<string, unknown>, depth: number): boolean {
   for (const k in o) {
     const v = o[k];
     if (v === undefined) continue;
-    const nk = k === '' ? 0 : utf8(k);
-    if (typeof v === 'string') {
-      // The common case, each length counted once: { key = 1, value = 2: { string_value = 3 } }.
-      const nv = utf8(v);
-      at = tagLength(out, at, 0x0a, (nk === 0 ? 0 : field(nk)) + field(field(nv)));
-      if (nk !== 0) at = str(out, at, 0x0a, k, nk);
-      at = str(out, tagLength(out, at, 0x12, field(nv)), 0x1a, v, nv);
-      continue;
-    }
-    at = tagLength(out, at, 0x0a, entrySize(k, v)); // fields = 1: one map entry
-    if (k !== '') at = str(out, at, 0x0a, k, nk); // key = 1
-    at = tagLength(out, at, 0x12, valueSize(v)); // value = 2
-    if (v === null) {
-      out[at++] = 0x08;
-      out[at++] = 0;
-    } else if (typeof v === 'boolean') {
-      out[at++] = 0x20;
-      out[at++] = v ? 1 : 0;
-    } else if (typeof v === 'number') {
-      out[at++] = 0x11;
-      at = out.writeDoubleLE(v, at);
-    } else at = writeStruct(out, tagLength(out, at, 0x2a, structSize(v)), v);
+    const entryAt = open(0x0a); // fields = 1
+    if (k !== '') stringField(0x0a, k); // key = 1
+    const valueAt = open(0x12); // value = 2
+    if (typeof v === 'string') stringField(0x1a, v); // string_value = 3
+    else if (typeof v === 'number') {
+      reserve(9);
+      scratch[scratchAt++] = 0x11; // number_value = 2
+      scratchAt = scratch.writeDoubleLE(v, scratchAt);
+    } else if (typeof v === 'boolean' || v === null) {
+      reserve(2);
+      scratch[scratchAt++] = v === null ? 0x08 : 0x20; // null_value = 1 / bool_value = 4
+      scratch[scratchAt++] = v === true ? 1 : 0;
+    } else if (typeof v === 'object' && !Array.isArray(v) && depth < MAX_STRUCT_DEPTH) {
+      const structAt = open(0x2a); // struct_value = 5
+      if (!writeFields(v as Record<string, unknown>, depth + 1)) return false;
+      close(structAt);
+    } else return false;
+    close(valueAt);
+    close(entryAt);
   }
-  return at;
+  return true;
 }
 
 /** A HeaderValueOption that sets only its header (key, value, raw value): the only kind the gateway writes. */
