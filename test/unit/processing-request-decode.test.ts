@@ -200,6 +200,53 @@ describe('decodeProcessingRequest', () => {
     expect(() => ProcessingRequest.decode(bytes)).toThrow(/premature EOF/);
   });
 
+  it('reads any headers, body or trailers of any phase as the generated decoder does, values and bodies as views of the message', () => {
+    const header = fc.record({ key: fc.string({ maxLength: 20 }), value: fc.string({ maxLength: 20 }), rawValue: fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b)) });
+    const map = fc.record({ headers: fc.array(header, { maxLength: 12 }) });
+    const part = (phase: Phase) =>
+      phase.endsWith('Headers')
+        ? fc.record({ headers: fc.option(map, { nil: undefined }), attributes: fc.constant({}), endOfStream: fc.boolean() })
+        : phase.endsWith('Body')
+          ? fc.record({ body: fc.uint8Array({ maxLength: 600 }).map((b) => Buffer.from(b)), endOfStream: fc.boolean(), endOfStreamWithoutMessage: fc.boolean(), grpcMessageCompressed: fc.boolean() })
+          : fc.record({ trailers: fc.option(map, { nil: undefined }) });
+    const messages = fc.constantFrom(...PHASES).chain((phase) =>
+      fc.tuple(fc.constant(phase), part(phase), fc.boolean()).map(([p, value, md]) => {
+        const m = { [p]: value, metadataContext: md ? (metadata as never) : undefined, attributes: {}, observabilityMode: false } as ProcessingRequest;
+        return [p, Buffer.from(ProcessingRequest.encode(m).finish())] as const;
+      }),
+    );
+    fc.assert(
+      fc.property(messages, ([phase, bytes]) => {
+        const got = decodeProcessingRequest(bytes);
+        expect(got).toEqual(expected(phase, ProcessingRequest.decode(bytes)));
+        const body = got.requestBody?.body ?? got.responseBody?.body;
+        if (body?.length) expect(body.buffer).toBe(bytes.buffer); // a view, not a copy
+        for (const h of (got.requestHeaders ?? got.responseHeaders)?.headers?.headers ?? []) if (h.rawValue.length) expect(h.rawValue.buffer).toBe(bytes.buffer);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('a field it does not expect inside a phase (a header value, a body, the headers): the generated decoder', () => {
+    const headers = (extra: Buffer) => {
+      // response_headers = 3 { headers = 1 { headers = 1 { key = 1 "k", raw_value = 3 "v", extra } } }
+      const value = Buffer.concat([Buffer.from([0x0a, 0x01, 0x6b, 0x1a, 0x01, 0x76]), extra]);
+      const mapBytes = Buffer.concat([Buffer.from([0x0a, value.length]), value]);
+      const hh = Buffer.concat([Buffer.from([0x0a, mapBytes.length]), mapBytes]);
+      return Buffer.concat([Buffer.from([0x1a, hh.length]), hh]);
+    };
+    const cases = [
+      headers(Buffer.from([0x20, 0x01])), // header value: field 4 as a varint
+      headers(Buffer.from([0x12, 0x00])), // header value: value = 2, empty: lean, still equal
+      Buffer.from([0x2a, 0x04, 0x0a, 0x00, 0x28, 0x01]), // response_body { body = 1 "", field 5 varint }
+      Buffer.from([0x1a, 0x02, 0x10, 0x01]), // response_headers { attributes = 2 as a varint }
+      Buffer.from([0x3a, 0x02, 0x10, 0x01]), // response_trailers { field 2 varint }
+      // response_headers { headers = 1 (2 bytes) { a header value of 6 bytes, running past the map's end } }: read whole, as the generated decoder reads it
+      Buffer.from([0x1a, 0x0a, 0x0a, 0x02, 0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x1a, 0x01, 0x76]),
+    ];
+    for (const bytes of cases) expect(decodeProcessingRequest(bytes)).toEqual(expected('responseHeaders', ProcessingRequest.decode(bytes)));
+  });
+
   it('rejects a truncated message like the generated decoder', () => {
     const bytes = ProcessingRequest.encode(message('responseBody', Buffer.from('abcdef'), false, { metadata: true, attributes: false })).finish();
     expect(() => decodeProcessingRequest(bytes.subarray(0, bytes.length - 3))).toThrow();

@@ -1,6 +1,9 @@
 /**
- * CPU of encoding the sidecar's gRPC answers alone (no gRPC, no Envoy): the
- * ext_authz answer of an admitted chat (provider headers, content-length,
+ * CPU of the sidecar's own protobuf codecs alone (no gRPC, no Envoy): the
+ * three ext_proc messages Envoy sends for a JSON chat (the request body with
+ * its attributes and forwarded metadata, the response headers, a piece of
+ * response body) decoded as the adapter reads them, and the answers encoded:
+ * the ext_authz answer of an admitted chat (provider headers, content-length,
  * headers to remove, the principal and hold as dynamic metadata) and the
  * ext_proc answers of an exchange (the request body, the response headers, a
  * streamed piece, the last piece with the access log's metadata). The answers
@@ -9,16 +12,17 @@
  * object shapes, and a benchmark of one shape would show them faster than they
  * are. Deterministic enough to compare one change.
  *
- *   npx tsx test/bench/answer-encode-micro.ts      ANSWER_MICRO_ITER (default 200) passes over 1,000 answers of each kind, 6 rounds
+ *   npx tsx test/bench/wire-micro.ts      WIRE_MICRO_ITER (default 200) passes over 1,000 messages of each kind, 6 rounds
  */
 import { constantHeader, encodeCheckResponse } from '../../sidecar/src/adapters/envoy/check-response-encode.js';
-import { plainHeader } from '../../sidecar/src/adapters/envoy/headers.js';
+import { headerMapToRecord, plainHeader } from '../../sidecar/src/adapters/envoy/headers.js';
+import { decodeProcessingRequest } from '../../sidecar/src/adapters/envoy/processing-request-decode.js';
 import { encodeProcessingResponse } from '../../sidecar/src/adapters/envoy/processing-response-encode.js';
 import type { CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
-import type { ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
+import { ProcessingRequest, type ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
 import { envInteger, fmt } from './report.js';
 
-const ITER = envInteger('ANSWER_MICRO_ITER', 200);
+const ITER = envInteger('WIRE_MICRO_ITER', 200);
 const ROUNDS = 6;
 
 const providerHeaders = (flow: string) => [
@@ -104,10 +108,38 @@ function time(encode: () => void, calls: number): number {
   return best;
 }
 
+// Envoy's messages, as Envoy 1.40 writes them: the ext_authz decision forwarded with each, the attributes with the first.
+const forwarded = { filterMetadata: { 'envoy.filters.http.ext_authz': { ...principal, held: '1234', leased: '1' } }, typedFilterMetadata: {} };
+const raw = (key: string, value: string) => ({ key, value: '', rawValue: Buffer.from(value) });
+const envoyMessage = (m: Partial<ProcessingRequest>) => Buffer.from(ProcessingRequest.encode({ attributes: {}, observabilityMode: false, metadataContext: forwarded as never, ...m } as ProcessingRequest).finish());
+const chatBody = Buffer.from('{"model":"svc-core","messages":[{"role":"user","content":"Say hello in one short sentence."}]}');
+const requestBody = envoyMessage({
+  requestBody: { body: chatBody, endOfStream: true, endOfStreamWithoutMessage: false, grpcMessageCompressed: false },
+  attributes: { 'envoy.filters.http.ext_proc': { 'request.id': '0b8f2c1e-4c7d-4a52-9d0e-6f1b2a3c4d5e', 'request.path': '/v1/chat/completions', 'request.method': 'POST' } },
+});
+const responseHeaders = envoyMessage({
+  responseHeaders: {
+    headers: { headers: [raw(':status', '200'), raw('content-type', 'application/json'), raw('content-length', '260'), raw('date', 'Sun, 29 Nov 2026 00:00:00 GMT'), raw('server', 'uvicorn'), raw('x-request-id', '0b8f2c1e-4c7d-4a52-9d0e-6f1b2a3c4d5e'), raw('x-envoy-upstream-service-time', '1')] },
+    attributes: {},
+    endOfStream: false,
+  },
+});
+const responseBody = envoyMessage({ responseBody: { body: answer, endOfStream: false, endOfStreamWithoutMessage: false, grpcMessageCompressed: false } });
+const decodeNs = (bytes: Buffer, read: (m: ProcessingRequest) => unknown) =>
+  time(() => {
+    for (let i = 0; i < 1000; i++) read(decodeProcessingRequest(bytes));
+  }, 1000);
+const decodeRequestBody = decodeNs(requestBody, (m) => m.attributes);
+const decodeHeaders = decodeNs(responseHeaders, (m) => headerMapToRecord(m.responseHeaders?.headers));
+const decodeBody = decodeNs(responseBody, (m) => m.responseBody?.body);
+
 const checkNs = time(() => {
   for (const m of checks) encodeCheckResponse(m);
 }, checks.length);
 const processingNs = time(() => {
   for (const m of answers) encodeProcessingResponse(m);
 }, answers.length);
-console.log(`ext_authz answer of an admitted chat: ${fmt(checkNs / 1000, 3)} µs; ext_proc answer (the four kinds in turn): ${fmt(processingNs / 1000, 3)} µs (best of ${ROUNDS - 1} rounds of ${ITER} x 1,000)`);
+const us = (ns: number) => `${fmt(ns / 1000, 3)} µs`;
+console.log(`decode, ext_proc request body (with its attributes): ${us(decodeRequestBody)}; response headers (and their map): ${us(decodeHeaders)}; a piece of response body: ${us(decodeBody)}`);
+console.log(`encode, ext_authz answer of an admitted chat: ${us(checkNs)}; ext_proc answer (the four kinds in turn): ${us(processingNs)}`);
+console.log(`(best of ${ROUNDS - 1} rounds of ${ITER} x 1,000)`);
