@@ -56,7 +56,7 @@ const ROUNDS = envInteger('PROFILE_ROUNDS', CPU_ONLY ? 3 : 1);
 /** Sampling interval: 200 µs gives five times the samples of the default (1 ms) for a few per cent more overhead. */
 const INTERVAL_US = envInteger('PROFILE_INTERVAL_US', 200);
 /** Seconds of JSON and then stream load at 16 connections first, so the profile sees optimized code (warm-up.ts). */
-const LOAD_WARMUP = envInteger('PROFILE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS);
+const LOAD_WARMUP = envInteger('PROFILE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0);
 const ALIAS = 'svc-core';
 
 interface CallFrame {
