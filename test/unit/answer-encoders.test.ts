@@ -112,6 +112,8 @@ describe('the lean CheckResponse encoder', () => {
       { status: { code: 0, message: '', details: [] }, okResponse: undefined, dynamicMetadata: undefined },
       // an account route: identity headers, nothing held
       { status: { code: 0, message: '', details: [] }, okResponse: { ...ok, headers: [plainHeader('x-svc-tenant-id', 't')] }, dynamicMetadata: { tenant_id: 't', n: 1, b: false, none: null, nested: { a: 'b' } } },
+      // a field left undefined is left out, at any level, as the generated encoder leaves it out
+      { status: { code: 0, message: '', details: [] }, okResponse: undefined, dynamicMetadata: { tenant_id: 't', lease: undefined, nested: { a: undefined, b: 'c' } } },
       // a raw value is written as the generated encoder writes it
       { okResponse: { ...ok, headers: [{ header: { key: 'k', value: '', rawValue: Buffer.from('raw') }, append: undefined, appendAction: 0, keepEmptyValue: false }] } },
     ];
