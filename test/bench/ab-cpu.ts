@@ -46,7 +46,7 @@ async function ready(start: StartGateway): Promise<TestGateway> {
 }
 
 const TURNS = envInteger('AB_CPU_TURNS', 0, 0);
-const load = (gw: TestGateway, n: number, kind: Kind): Promise<void> => driveGateway(gw, n, kind, CONNECTIONS, TURNS);
+const load = (gw: TestGateway, n: number, kind: Kind): Promise<number> => driveGateway(gw, n, kind, CONNECTIONS, TURNS);
 
 const sides: Record<Side, TestGateway> = { this: await ready(startGateway), other: await ready(startOther) };
 const perRequest: Record<Side, Record<Kind, number[]>> = { this: { json: [], stream: [] }, other: { json: [], stream: [] } };

@@ -3,7 +3,7 @@ import { admitChat } from './chat-request.js';
 import { admitEmbeddings } from './embeddings-request.js';
 import { Errors, gatewayError } from './errors.js';
 import type { Admission } from './request-context.js';
-import { tryParseJson } from '../util/json.js';
+import { isObject, tryParseJson } from '../util/json.js';
 import { pathOnly } from './auth/routes.js';
 import { MAX_JSON_DEPTH, mayBePoisoned, poisonedField, scanBody } from './json-guard.js';
 import { COPY_MIN_BYTES, type RawBody } from './upstream-body.js';
@@ -54,10 +54,7 @@ export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer |
     };
   }
   // What goes up unchanged (the messages, an embeddings input) is sent as the caller's own bytes.
-  const raw: RawBody | undefined =
-    scan.members && typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
-      ? { bytes: body, members: scan.members, parsed: parsed as Record<string, unknown> }
-      : undefined;
+  const raw: RawBody | undefined = scan.members && isObject(parsed) ? { bytes: body, members: scan.members, parsed } : undefined;
   return endpoint === 'chat'
     ? admitChat(parsed, policy.catalog, { defaultTemperature: policy.defaultTemperature }, raw)
     : admitEmbeddings(parsed, policy.catalog, policy.maxEmbeddingInputs, raw);

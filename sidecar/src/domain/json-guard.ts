@@ -107,13 +107,7 @@ function closingQuote(bytes: Buffer, open: number): number {
   }
 }
 
-/**
- * One pass over a JSON text, no recursion, strings skipped: how deep it nests
- * (before anything recursive runs on it) and where the top-level members'
- * values lie, and optionally those of the objects in one top-level array
- * (so what goes on unchanged can be sent as its own bytes instead of being
- * serialised again: upstream-body.ts, embeddings-response.ts).
- */
+/** What scanBody reads besides the depth. */
 export interface ScanWants {
   /** The top-level object's members (BodyScan.members). */
   readonly members?: boolean;
@@ -121,6 +115,13 @@ export interface ScanWants {
   readonly itemsOf?: string;
 }
 
+/**
+ * One pass over a JSON text, no recursion, strings skipped: how deep it nests
+ * (before anything recursive runs on it) and where the top-level members'
+ * values lie, and optionally those of the objects in one top-level array
+ * (so what goes on unchanged can be sent as its own bytes instead of being
+ * serialised again: upstream-body.ts, embeddings-response.ts).
+ */
 export function scanBody(bytes: Buffer, maxDepth: number, wants: ScanWants = {}): BodyScan {
   const withMembers = wants.members === true;
   const itemsOf = wants.itemsOf;

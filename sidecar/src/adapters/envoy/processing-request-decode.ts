@@ -1,4 +1,3 @@
-import { BinaryReader } from '@bufbuild/protobuf/wire';
 import { Metadata, type HeaderMap, type HeaderValue } from '../../generated/envoy/config/core/v3/base.js';
 import {
   ProcessingRequest,
@@ -8,6 +7,7 @@ import {
   type HttpHeaders,
   type HttpTrailers,
 } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
+import { Wire } from './wire.js';
 
 /**
  * Envoy attaches the forwarded dynamic metadata (and any attributes) to every
@@ -33,9 +33,8 @@ import {
  * decoder.
  */
 export function decodeProcessingRequest(bytes: Uint8Array): ProcessingRequest {
-  // grpc-js hands over Buffers; other bytes are viewed as one, not copied.
-  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const reader = new BinaryReader(buf);
+  const w = new Wire(bytes);
+  const reader = w.r;
   let metadata: Uint8Array | undefined;
   let responsePhase = false;
   // The generated decoder's empty message, field for field (its createBase is not exported).
@@ -54,33 +53,33 @@ export function decodeProcessingRequest(bytes: Uint8Array): ProcessingRequest {
   while (reader.pos < reader.len) {
     switch (reader.uint32()) {
       case 18: // request_headers = 2
-        if (!(m.requestHeaders = httpHeaders(reader, buf))) return generated(buf);
+        if (!(m.requestHeaders = httpHeaders(w))) return generated(bytes);
         break;
       case 26: // response_headers = 3
-        if (!(m.responseHeaders = httpHeaders(reader, buf))) return generated(buf);
+        if (!(m.responseHeaders = httpHeaders(w))) return generated(bytes);
         responsePhase = true;
         break;
       case 34: // request_body = 4
-        if (!(m.requestBody = httpBody(reader, buf))) return generated(buf);
+        if (!(m.requestBody = httpBody(w))) return generated(bytes);
         break;
       case 42: // response_body = 5
-        if (!(m.responseBody = httpBody(reader, buf))) return generated(buf);
+        if (!(m.responseBody = httpBody(w))) return generated(bytes);
         responsePhase = true;
         break;
       case 50: // request_trailers = 6
-        if (!(m.requestTrailers = httpTrailers(reader, buf))) return generated(buf);
+        if (!(m.requestTrailers = httpTrailers(w))) return generated(bytes);
         break;
       case 58: // response_trailers = 7
-        if (!(m.responseTrailers = httpTrailers(reader, buf))) return generated(buf);
+        if (!(m.responseTrailers = httpTrailers(w))) return generated(bytes);
         responsePhase = true;
         break;
       case 66: // metadata_context = 8: kept as bytes
-        metadata = lengthDelimited(reader, buf);
+        metadata = w.bytes();
         break;
       case 74: {
         // attributes = 9 (Envoy writes them after the phase: on a response phase, skipped)
         if (responsePhase) {
-          lengthDelimited(reader, buf);
+          w.bytes();
           break;
         }
         const entry = ProcessingRequest_AttributesEntry.decode(reader, reader.uint32());
@@ -94,7 +93,7 @@ export function decodeProcessingRequest(bytes: Uint8Array): ProcessingRequest {
         m.protocolConfig = ProtocolConfiguration.decode(reader, reader.uint32());
         break;
       default:
-        return generated(buf);
+        return generated(bytes);
     }
   }
   if (responsePhase) m.attributes = {};
@@ -128,66 +127,43 @@ function generated(buf: Uint8Array): ProcessingRequest {
  * does not expect (the caller hands the whole message to the generated decoder).
  */
 
-/** The end of the length-delimited value at the reader (its length is read). */
-function endOf(reader: BinaryReader): number {
-  const end = reader.uint32() + reader.pos;
-  if (end > reader.len) throw new RangeError('premature EOF');
-  return end;
-}
-
-/** A string field's value (UTF-8, as TextDecoder reads it: malformed bytes become U+FFFD). */
-function text(reader: BinaryReader, buf: Buffer): string {
-  const end = endOf(reader);
-  const s = buf.toString('utf8', reader.pos, end);
-  reader.pos = end;
-  return s;
-}
-
-/** A bytes field's value: a view of the message, not a copy. */
-function view(reader: BinaryReader, buf: Buffer): Buffer {
-  const end = endOf(reader);
-  const out = buf.subarray(reader.pos, end);
-  reader.pos = end;
-  return out;
-}
-
 /** HttpHeaders { headers = 1: HeaderMap, end_of_stream = 3 } (the deprecated attributes = 2: not lean). */
-function httpHeaders(reader: BinaryReader, buf: Buffer): HttpHeaders | undefined {
-  const end = endOf(reader);
+function httpHeaders(w: Wire): HttpHeaders | undefined {
+  const end = w.end();
   const out: HttpHeaders = { headers: undefined, attributes: {}, endOfStream: false };
-  while (reader.pos < end) {
-    const tag = reader.uint32();
+  while (w.r.pos < end) {
+    const tag = w.tag();
     if (tag === 10) {
-      if (!(out.headers = headerMap(reader, buf))) return undefined;
-    } else if (tag === 24) out.endOfStream = reader.bool();
+      if (!(out.headers = headerMap(w))) return undefined;
+    } else if (tag === 24) out.endOfStream = w.r.bool();
     else return undefined;
   }
   return out;
 }
 
 /** HttpTrailers { trailers = 1: HeaderMap }. */
-function httpTrailers(reader: BinaryReader, buf: Buffer): HttpTrailers | undefined {
-  const end = endOf(reader);
+function httpTrailers(w: Wire): HttpTrailers | undefined {
+  const end = w.end();
   const out: HttpTrailers = { trailers: undefined };
-  while (reader.pos < end) {
-    if (reader.uint32() !== 10 || !(out.trailers = headerMap(reader, buf))) return undefined;
+  while (w.r.pos < end) {
+    if (w.tag() !== 10 || !(out.trailers = headerMap(w))) return undefined;
   }
   return out;
 }
 
 /** HeaderMap { headers = 1: repeated HeaderValue { key = 1, value = 2, raw_value = 3 } }. */
-function headerMap(reader: BinaryReader, buf: Buffer): HeaderMap | undefined {
-  const end = endOf(reader);
+function headerMap(w: Wire): HeaderMap | undefined {
+  const end = w.end();
   const headers: HeaderValue[] = [];
-  while (reader.pos < end) {
-    if (reader.uint32() !== 10) return undefined;
-    const valueEnd = endOf(reader);
+  while (w.r.pos < end) {
+    if (w.tag() !== 10) return undefined;
+    const valueEnd = w.end();
     const h: HeaderValue = { key: '', value: '', rawValue: EMPTY };
-    while (reader.pos < valueEnd) {
-      const tag = reader.uint32();
-      if (tag === 10) h.key = text(reader, buf);
-      else if (tag === 18) h.value = text(reader, buf);
-      else if (tag === 26) h.rawValue = view(reader, buf);
+    while (w.r.pos < valueEnd) {
+      const tag = w.tag();
+      if (tag === 10) h.key = w.string();
+      else if (tag === 18) h.value = w.string();
+      else if (tag === 26) h.rawValue = w.bytes();
       else return undefined;
     }
     headers.push(h);
@@ -196,15 +172,15 @@ function headerMap(reader: BinaryReader, buf: Buffer): HeaderMap | undefined {
 }
 
 /** HttpBody { body = 1, end_of_stream = 2, end_of_stream_without_message = 3, grpc_message_compressed = 4 }. */
-function httpBody(reader: BinaryReader, buf: Buffer): HttpBody | undefined {
-  const end = endOf(reader);
+function httpBody(w: Wire): HttpBody | undefined {
+  const end = w.end();
   const out: HttpBody = { body: EMPTY, endOfStream: false, endOfStreamWithoutMessage: false, grpcMessageCompressed: false };
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    if (tag === 10) out.body = view(reader, buf);
-    else if (tag === 16) out.endOfStream = reader.bool();
-    else if (tag === 24) out.endOfStreamWithoutMessage = reader.bool();
-    else if (tag === 32) out.grpcMessageCompressed = reader.bool();
+  while (w.r.pos < end) {
+    const tag = w.tag();
+    if (tag === 10) out.body = w.bytes();
+    else if (tag === 16) out.endOfStream = w.r.bool();
+    else if (tag === 24) out.endOfStreamWithoutMessage = w.r.bool();
+    else if (tag === 32) out.grpcMessageCompressed = w.r.bool();
     else return undefined;
   }
   return out;
@@ -212,13 +188,3 @@ function httpBody(reader: BinaryReader, buf: Buffer): HttpBody | undefined {
 
 /** The empty bytes of a field not written (read only, like every view above). */
 const EMPTY: Buffer = Buffer.alloc(0);
-
-/** A length-delimited value's bytes (a view, not a copy); the reader moves past it. */
-function lengthDelimited(reader: BinaryReader, buf: Uint8Array): Uint8Array {
-  const length = reader.uint32();
-  const start = reader.pos;
-  const end = start + length;
-  if (end > reader.len) throw new RangeError('premature EOF');
-  reader.pos = end;
-  return buf.subarray(start, end);
-}

@@ -84,31 +84,36 @@ function commonSize(c: CommonResponse): number {
   );
 }
 
-/** A phase answer's bytes (without its own tag and length). */
-function phaseSize(p: PhaseAnswer): number {
-  return p.response ? field(commonSize(p.response)) : 0;
+/** A header or body answer's bytes (without its own tag and length), and its CommonResponse's. */
+function phaseSizes(p: PhaseAnswer): { phase: number; common: number } {
+  const common = p.response ? commonSize(p.response) : 0;
+  return { phase: p.response ? field(common) : 0, common };
 }
 
-function trailersSize(t: TrailersAnswer): number {
-  return t.headerMutation ? field(mutationSize(t.headerMutation)) : 0;
+/** A trailers answer's bytes (without its own tag and length), and its HeaderMutation's. */
+function trailersSizes(t: TrailersAnswer): { phase: number; mutation: number } {
+  const mutation = t.headerMutation ? mutationSize(t.headerMutation) : 0;
+  return { phase: t.headerMutation ? field(mutation) : 0, mutation };
 }
+
+const sized = (p: PhaseAnswer | undefined): number => (p === undefined ? 0 : field(phaseSizes(p).phase));
+const sizedTrailers = (t: TrailersAnswer | undefined): number => (t === undefined ? 0 : field(trailersSizes(t).phase));
 
 function writePhase(out: Buffer, at: number, tag: number, p: PhaseAnswer | undefined): number {
   if (p === undefined) return at;
-  at = tagLength(out, at, tag, phaseSize(p));
+  const size = phaseSizes(p);
+  at = tagLength(out, at, tag, size.phase);
   const c = p.response;
-  return c ? writeCommon(out, tagLength(out, at, 0x0a, commonSize(c)), c) : at;
+  return c ? writeCommon(out, tagLength(out, at, 0x0a, size.common), c) : at;
 }
 
 function writeTrailers(out: Buffer, at: number, tag: number, t: TrailersAnswer | undefined): number {
   if (t === undefined) return at;
-  at = tagLength(out, at, tag, trailersSize(t));
+  const size = trailersSizes(t);
+  at = tagLength(out, at, tag, size.phase);
   const h = t.headerMutation;
-  return h ? writeMutation(out, tagLength(out, at, 0x0a, mutationSize(h)), h) : at;
+  return h ? writeMutation(out, tagLength(out, at, 0x0a, size.mutation), h) : at;
 }
-
-const sized = (p: PhaseAnswer | undefined): number => (p === undefined ? 0 : field(phaseSize(p)));
-const sizedTrailers = (t: TrailersAnswer | undefined): number => (t === undefined ? 0 : field(trailersSize(t)));
 
 /** The answer's bytes, or null when its metadata holds what a lean Struct cannot (the generated encoder writes it). */
 function encodeLean(m: ProcessingResponse): Buffer | null {

@@ -1,8 +1,8 @@
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 
 /**
- * A reader over a protobuf message with the few steps the lean CheckRequest
- * decoder (check-request-decode.ts) needs: the library's reader for
+ * A reader over a protobuf message with the few steps the lean decoders
+ * (check-request-decode.ts, processing-request-decode.ts) need: the library's reader for
  * varints and skipping, strings and bytes as slices of the message's own
  * Buffer (no TextDecoder, no tag tuple per field).
  */
