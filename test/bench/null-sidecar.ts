@@ -17,12 +17,13 @@
  * nothing is rewritten. Usage: tsx test/bench/null-sidecar.ts <address>
  * <provider key> <flow header name>; prints "READY" when it serves.
  */
-import type { ServerDuplexStream, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import { startGrpcServer } from '../../sidecar/src/adapters/grpc-server.js';
+import type { BidiCall, UnaryCall, UnaryRespond } from '../../sidecar/src/adapters/grpc-direct.js';
 import type { CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
 import type { AuthorizationHandler } from '../../sidecar/src/adapters/envoy/authz-service.js';
 import type { CheckInput } from '../../sidecar/src/adapters/envoy/check-request-decode.js';
-import type { ExternalProcessorServer, ProcessingRequest, ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
+import type { ProcessingRequest, ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
+import type { ExternalProcessorHandler } from '../../sidecar/src/adapters/envoy/ext-proc-service.js';
 import { plainHeader, rawHeader } from '../../sidecar/src/adapters/envoy/headers.js';
 
 const STREAM_FLAG = /"stream"\s*:\s*true/;
@@ -51,7 +52,7 @@ const RESPONSE_KEPT = new Set([':status', 'content-type', 'content-length', 'dat
 function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationHandler {
   const auth = plainHeader('authorization', `Bearer ${upstreamKey}`);
   return {
-    check(call: ServerUnaryCall<CheckInput, CheckResponse>, cb: sendUnaryData<CheckResponse>) {
+    check(call: UnaryCall<CheckInput>, cb: UnaryRespond<CheckResponse>) {
       const body = call.request.body ?? Buffer.alloc(0);
       const stream = STREAM_FLAG.test(body.toString('latin1'));
       const names = SHAPES ? call.request.headers.names : [];
@@ -72,13 +73,13 @@ function nullAuthz(upstreamKey: string, flowHeader: string): AuthorizationHandle
   };
 }
 
-function nullExtProc(): ExternalProcessorServer {
+function nullExtProc(): ExternalProcessorHandler {
   return {
-    process(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
+    process(call: BidiCall<ProcessingResponse>) {
       // FLOOR_SHAPES: a JSON answer's headers wait for its body, as the gateway's do (content-length).
       let heldHeaders: ProcessingResponse | null = null;
       const collected: Buffer[] = [];
-      call.on('data', (req: ProcessingRequest) => {
+      const message = (req: ProcessingRequest) => {
         const common = { status: 0, clearRouteCache: false };
         if (req.requestBody) {
           const bodyMutation = SHAPES ? { body: Buffer.from(req.requestBody.body) } : undefined;
@@ -114,9 +115,8 @@ function nullExtProc(): ExternalProcessorServer {
         } else {
           call.write({ requestDrain: false, requestTrailers: {} });
         }
-      });
-      call.on('end', () => call.end());
-      call.on('error', () => {});
+      };
+      return { message, halfClosed: () => call.end(), cancelled: () => undefined };
     },
   };
 }

@@ -2,7 +2,6 @@
 // exchange, with a gRPC status Envoy acts on at once (fail closed), never a
 // stream left open or an exception that takes the process down; a streamed
 // response gets an answer only for provider reads that complete an event.
-import { EventEmitter } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +10,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createExternalProcessorService } from '../../sidecar/src/adapters/envoy/ext-proc-service.js';
 import { startGrpcServer } from '../../sidecar/src/adapters/grpc-server.js';
+import type { BidiReceiver } from '../../sidecar/src/adapters/grpc-direct.js';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import { Catalog } from '../../sidecar/src/domain/catalog.js';
@@ -232,25 +232,37 @@ describe('ext_proc adapter, a streamed response', () => {
  * which are never kept back. Driven on a stand-in call, so "one turn" is exact.
  */
 describe('ext_proc adapter, pieces that arrive together', () => {
-  /** A call the adapter can serve: what it writes is kept in order. */
+  /** A call the adapter can serve: what it writes is kept in order; emit() delivers what grpc-js's listener would. */
   function standInCall() {
-    const call = Object.assign(new EventEmitter(), { written: [] as ProcessingResponse[], ended: false, ends: 0, cancelled: false });
-    const served = Object.assign(call, {
-      write: (r: ProcessingResponse) => call.written.push(r) > 0,
+    let receiver: BidiReceiver<ProcessingRequest> | null = null;
+    const call = {
+      written: [] as ProcessingResponse[],
+      ended: false,
+      ends: 0,
+      write: (r: ProcessingResponse) => void call.written.push(r),
       end: () => {
         call.ended = true;
         call.ends++;
       },
-    });
-    // As a stream's: true once end() was called (a getter, which Object.assign would not copy).
-    return Object.defineProperty(served, 'writableEnded', { get: () => call.ended }) as typeof served & { readonly writableEnded: boolean };
+      fail: () => {
+        call.ended = true;
+      },
+      serve(r: BidiReceiver<ProcessingRequest>) {
+        receiver = r;
+      },
+      emit(event: 'data' | 'end', req?: ProcessingRequest) {
+        if (event === 'data') receiver?.message(req!);
+        else receiver?.halfClosed();
+      },
+    };
+    return call;
   }
   const piece = (r: ProcessingResponse | undefined) => r?.responseBody?.response?.bodyMutation?.streamedResponse;
   const turn = () => new Promise((r) => setImmediate(r));
 
   function started(requestId: string) {
     const call = standInCall();
-    createExternalProcessorService(deps()).process(call as never);
+    call.serve(createExternalProcessorService(deps()).process(call));
     call.emit('data', chatRequestBody(requestId, { model: 'svc-core', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
     call.emit('data', streamHeaders());
     call.emit('data', bodyMessage(event('one')));

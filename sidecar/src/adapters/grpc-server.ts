@@ -1,12 +1,14 @@
 import { lstatSync, unlinkSync } from 'node:fs';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { AuthorizationService } from '../generated/envoy/service/auth/v3/external_auth.js';
-import { ExternalProcessorService, type ExternalProcessorServer } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
+import { Server, ServerCredentials, status } from '@grpc/grpc-js';
+import { AuthorizationService, type CheckResponse } from '../generated/envoy/service/auth/v3/external_auth.js';
+import { ExternalProcessorService, type ProcessingRequest, type ProcessingResponse } from '../generated/envoy/service/ext_proc/v3/external_processor.js';
 import { decodeProcessingRequest } from './envoy/processing-request-decode.js';
-import { decodeCheckRequest } from './envoy/check-request-decode.js';
+import { decodeCheckRequest, type CheckInput } from './envoy/check-request-decode.js';
 import { encodeCheckResponse } from './envoy/check-response-encode.js';
 import type { AuthorizationHandler } from './envoy/authz-service.js';
+import type { ExternalProcessorHandler } from './envoy/ext-proc-service.js';
 import { encodeProcessingResponse } from './envoy/processing-response-encode.js';
+import { directBidi, directCalls, directUnary } from './grpc-direct.js';
 
 /** The generated ext_proc service with the lean decoder (processing-request-decode.ts) and answer encoder (processing-response-encode.ts). */
 const ExternalProcessorLean = {
@@ -26,12 +28,27 @@ const AuthorizationLean = {
   },
 } as const;
 
+/**
+ * What grpc-js would run for a method the direct interceptor serves: never, since the
+ * interceptor starts the call with its own listener. Registered for the codecs and paths.
+ */
+const UNREACHED = {
+  check: (_call: unknown, callback: (err: { code: number; details: string }) => void) => callback({ code: status.INTERNAL, details: 'not served' }),
+  process: (call: { emit(event: 'error', err: { code: number; details: string }): void }) => call.emit('error', { code: status.INTERNAL, details: 'not served' }),
+};
+
 /** Serves ext_authz and ext_proc on one gRPC server ("unix:/path" or "host:port"). */
 export async function startGrpcServer(
   address: string,
-  services: { authz: AuthorizationHandler; extProc: ExternalProcessorServer },
+  services: { authz: AuthorizationHandler; extProc: ExternalProcessorHandler },
 ): Promise<{ port: number; close: () => Promise<void> }> {
   const server = new Server({
+    interceptors: [
+      directCalls({
+        [AuthorizationService.check.path]: directUnary<CheckInput, CheckResponse>((call, respond) => services.authz.check(call, respond)),
+        [ExternalProcessorService.process.path]: directBidi<ProcessingRequest, ProcessingResponse>((call) => services.extProc.process(call)),
+      }),
+    ],
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
     'grpc.keepalive_permit_without_calls': 1,
@@ -39,8 +56,8 @@ export async function startGrpcServer(
     'grpc.enable_channelz': 0,
   });
   removeStaleSocket(address);
-  server.addService(AuthorizationLean, services.authz as never);
-  server.addService(ExternalProcessorLean, services.extProc as never);
+  server.addService(AuthorizationLean, { check: UNREACHED.check } as never);
+  server.addService(ExternalProcessorLean, { process: UNREACHED.process } as never);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );

@@ -1,4 +1,4 @@
-import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import type { Gate } from '../../domain/gate.js';
 import type { Principal } from '../../domain/auth/principal.js';
@@ -9,6 +9,7 @@ import type { CheckInput } from './check-request-decode.js';
 import { plainHeader } from './headers.js';
 import { constantHeader } from './check-response-encode.js';
 import { pathOnly } from '../../domain/auth/routes.js';
+import type { UnaryCall, UnaryRespond } from '../grpc-direct.js';
 
 /** Namespace Envoy stores ext_authz dynamic metadata under (forwarded to ext_proc). */
 export const AUTHZ_NAMESPACE = 'envoy.filters.http.ext_authz';
@@ -102,9 +103,9 @@ function clientHeaderSize(names: readonly string[], get: (n: string) => string |
   return { headerCount: own.length, headerBytes };
 }
 
-/** ext_authz's Check, served with the lean CheckRequest decoder (check-request-decode.ts). */
+/** ext_authz's Check, served with the lean CheckRequest decoder (check-request-decode.ts), below grpc-js's per-call stream (grpc-direct.ts). */
 export interface AuthorizationHandler {
-  check(call: ServerUnaryCall<CheckInput, CheckResponse>, callback: sendUnaryData<CheckResponse>): void;
+  check(call: UnaryCall<CheckInput>, callback: UnaryRespond<CheckResponse>): void;
 }
 
 /** The ext_authz adapter: Envoy's CheckRequest in, the gate's decision out. */
@@ -194,7 +195,7 @@ export function createAuthorizationService(deps: AuthzDeps): AuthorizationHandle
         .catch((err: unknown) => {
           deps.log.error({ request_id: requestId, err: (err as Error).name }, 'authorization failed');
           deps.onFailure?.();
-          callback({ code: 13, message: 'internal' } as never, null);
+          callback({ code: status.INTERNAL, details: 'internal' }, null);
         });
     },
   };

@@ -1,13 +1,9 @@
-import { status, type ServerDuplexStream } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { Exchange, type Action, type ExchangeDeps, type ExchangeHold, type ExchangeSummary } from '../../domain/exchange.js';
 import { Errors, type GatewayError } from '../../domain/errors.js';
-import type {
-  CommonResponse,
-  ExternalProcessorServer,
-  ProcessingRequest,
-  ProcessingResponse,
-} from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
+import type { CommonResponse, ProcessingRequest, ProcessingResponse } from '../../generated/envoy/service/ext_proc/v3/external_processor.js';
+import type { BidiCall, BidiReceiver } from '../grpc-direct.js';
 import { AUTHZ_NAMESPACE, holdFromMetadata, principalFromMetadata } from './authz-service.js';
 import { headerMapToRecord, toHeaderMutation } from './headers.js';
 import { forwardedMetadata } from './processing-request-decode.js';
@@ -113,11 +109,16 @@ export class LiveExchanges extends Slots<Endable> {
   }
 }
 
+/** ext_proc's Process, served below grpc-js's per-call stream (grpc-direct.ts). */
+export interface ExternalProcessorHandler {
+  process(call: BidiCall<ProcessingResponse>): BidiReceiver<ProcessingRequest>;
+}
+
 /** The ext_proc adapter: one gRPC stream per HTTP exchange. */
-export function createExternalProcessorService(deps: ExtProcDeps): ExternalProcessorServer {
+export function createExternalProcessorService(deps: ExtProcDeps): ExternalProcessorHandler {
   return {
-    process(call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
-      new ExchangeStream(deps, call);
+    process(call) {
+      return new ExchangeStream(deps, call);
     },
   };
 }
@@ -137,7 +138,7 @@ function endOfTurn(s: ExchangeStream): void {
  * steps are methods, not closures made per exchange (each closure is an
  * allocation, and tsx's keepNames gives each named one a defineProperty call).
  */
-class ExchangeStream implements Endable {
+class ExchangeStream implements Endable, BidiReceiver<ProcessingRequest> {
   private readonly exchange: Exchange;
   private finished = false;
   private readonly slot: number | undefined;
@@ -154,20 +155,26 @@ class ExchangeStream implements Endable {
 
   constructor(
     private readonly deps: ExtProcDeps,
-    private readonly call: ServerDuplexStream<ProcessingRequest, ProcessingResponse>,
+    private readonly call: BidiCall<ProcessingResponse>,
   ) {
     this.exchange = new Exchange(typeof deps.exchange === 'function' ? deps.exchange() : deps.exchange);
     this.slot = deps.live?.add(this);
-    call.on('data', (req: ProcessingRequest) => this.onData(req));
-    call.on('end', () => {
-      this.clearStall();
-      this.finish(true);
-      // Our side is usually closed already (the exchange's last answer ends it): a second end()
-      // would only build an ERR_STREAM_ALREADY_FINISHED, stack trace and all, to drop it.
-      if (!call.writableEnded) call.end();
-    });
-    call.on('error', () => this.gone());
-    call.on('cancelled', () => this.gone());
+  }
+
+  message(req: ProcessingRequest): void {
+    this.onData(req);
+  }
+
+  /** Envoy sends no more: the exchange is over. */
+  halfClosed(): void {
+    this.clearStall();
+    this.finish(true);
+    // Our side is usually closed already, by the exchange's last answer.
+    if (!this.call.ended) this.call.end();
+  }
+
+  cancelled(): void {
+    this.gone();
   }
 
   private finish(abandoned: boolean, summary?: ExchangeSummary): void {
@@ -201,7 +208,7 @@ class ExchangeStream implements Endable {
     if (this.finished) return;
     // Nothing can be sent unasked outside a stream: Envoy answers the caller (fails closed).
     this.finish(true);
-    this.call.emit('error', { code: status.UNAVAILABLE, details: 'the gateway is stopping' });
+    this.call.fail({ code: status.UNAVAILABLE, details: 'the gateway is stopping' });
   }
 
   /** A handler step threw: this exchange fails (Envoy fails closed), no other. */
@@ -211,7 +218,7 @@ class ExchangeStream implements Endable {
     this.deps.onFailure?.();
     this.finish(true);
     // A status, not a bare destroy (which leaves Envoy waiting for one): Envoy fails closed.
-    this.call.emit('error', { code: status.INTERNAL, details: 'ext_proc handler failed' });
+    this.call.fail({ code: status.INTERNAL, details: 'ext_proc handler failed' });
   }
 
   private clearStall(): void {
