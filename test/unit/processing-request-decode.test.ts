@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
 import { decodeProcessingRequest as decodeLean, forwardedMetadata } from '../../sidecar/src/adapters/envoy/processing-request-decode.js';
 
@@ -72,6 +72,26 @@ describe('decodeProcessingRequest', () => {
       ),
       { numRuns: 300 },
     );
+  });
+
+  it("Envoy's attributes (Structs of strings) are read by the lean decoder, as the generated one reads them; any other value goes to the generated one", () => {
+    const decode = vi.spyOn(ProcessingRequest, 'decode');
+    try {
+      const strings = fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 40 }), { maxKeys: 5 });
+      fc.assert(
+        fc.property(fc.dictionary(fc.string({ maxLength: 12 }), strings, { maxKeys: 3 }), fc.boolean(), (attrs, other) => {
+          const all: Record<string, Record<string, unknown>> = other ? { ...attrs, z: { n: 1, s: 'x' } } : attrs;
+          const bytes = ProcessingRequest.encode({ ...message('requestBody', Buffer.from('{}'), true, { metadata: true, attributes: false }), attributes: all } as ProcessingRequest).finish();
+          decode.mockClear();
+          expect(decodeProcessingRequest(bytes)).toEqual(ProcessingRequest.decode(bytes));
+          // The generated decoder ran once above, for the comparison; once more only for a value that is not a string.
+          expect(decode).toHaveBeenCalledTimes(other ? 2 : 1);
+        }),
+        { numRuns: 300 },
+      );
+    } finally {
+      decode.mockRestore();
+    }
   });
 
   it('keeps the request-phase metadata the exchange starts from', () => {

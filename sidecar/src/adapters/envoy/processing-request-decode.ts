@@ -1,7 +1,6 @@
 import { Metadata, type HeaderMap, type HeaderValue } from '../../generated/envoy/config/core/v3/base.js';
 import {
   ProcessingRequest,
-  ProcessingRequest_AttributesEntry,
   ProtocolConfiguration,
   type HttpBody,
   type HttpHeaders,
@@ -82,8 +81,7 @@ export function decodeProcessingRequest(bytes: Uint8Array): ProcessingRequest {
           w.bytes();
           break;
         }
-        const entry = ProcessingRequest_AttributesEntry.decode(reader, reader.uint32());
-        if (entry.value !== undefined) m.attributes[entry.key] = entry.value;
+        if (!attributesEntry(w, m.attributes)) return generated(bytes);
         break;
       }
       case 80: // observability_mode = 10
@@ -169,6 +167,57 @@ function headerMap(w: Wire): HeaderMap | undefined {
     headers.push(h);
   }
   return { headers };
+}
+
+/**
+ * One entry of attributes = 9: map<string, Struct> { key = 1, value = 2 }, put
+ * into `into` as the generated decoder would (an entry with no value is left
+ * out). Only Structs of strings are read here (Envoy's request attributes:
+ * request.id, request.path, request.method); false for anything else.
+ */
+function attributesEntry(w: Wire, into: ProcessingRequest['attributes']): boolean {
+  const end = w.end();
+  let key = '';
+  let value: Record<string, string> | undefined;
+  while (w.r.pos < end) {
+    const tag = w.tag();
+    if (tag === 10) key = w.string();
+    else if (tag === 18) {
+      if (!(value = structOfStrings(w))) return false;
+    } else return false;
+  }
+  if (value !== undefined) into[key] = value;
+  return true;
+}
+
+/** Struct { fields = 1: map<string, Value> { key = 1, value = 2 } } whose every Value is a string_value; undefined otherwise. */
+function structOfStrings(w: Wire): Record<string, string> | undefined {
+  const end = w.end();
+  const out: Record<string, string> = {};
+  while (w.r.pos < end) {
+    if (w.tag() !== 10) return undefined;
+    const entryEnd = w.end();
+    let key = '';
+    let value: string | undefined;
+    while (w.r.pos < entryEnd) {
+      const tag = w.tag();
+      if (tag === 10) key = w.string();
+      else if (tag !== 18 || (value = stringValue(w)) === undefined) return undefined;
+    }
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
+
+/** Value { string_value = 3 } (the last one written, as for any oneof); undefined for any other kind, or none. */
+function stringValue(w: Wire): string | undefined {
+  const end = w.end();
+  let s: string | undefined;
+  while (w.r.pos < end) {
+    if (w.tag() !== 26) return undefined;
+    s = w.string();
+  }
+  return s;
 }
 
 /** HttpBody { body = 1, end_of_stream = 2, end_of_stream_without_message = 3, grpc_message_compressed = 4 }. */
