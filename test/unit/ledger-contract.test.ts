@@ -1788,6 +1788,101 @@ describe('redis', () => {
     }
   });
 
+  describe("together: a block's settlements leave as one script per tenant", () => {
+    /** Scripts Redis ran (EVALSHA and EVAL calls, failed ones included), from INFO commandstats. */
+    async function scriptCalls(raw: Redis): Promise<number> {
+      const info = await raw.info('commandstats');
+      let calls = 0;
+      for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(m[1]);
+      return calls;
+    }
+
+    it('one script per tenant, at most 32 settlements each, every settlement its own outcome, the books as if each had run alone', async () => {
+      const prefix = uniquePrefix();
+      const ledger = createRedisLedger({ url: server.url, prefix });
+      const raw = new Redis(server.url);
+      try {
+        const [t1, t2] = [`ten_batch_${rid()}`, `ten_batch_${rid()}`];
+        await grant(ledger, 100_000, t1);
+        await grant(ledger, 100_000, t2);
+        // Load the batch script once (a first EVALSHA answers NOSCRIPT and ioredis resends it as EVAL).
+        const warm = [rid(), rid()];
+        ledger.together!(() => void Promise.all(warm.map((id) => ledger.settle(settleInput(id, 1, { tenantId: t2, creditCheck: false })))));
+        const first = [rid(), rid(), rid()];
+        const many = Array.from({ length: 40 }, () => rid());
+        for (const id of [...first, ...many]) await ledger.reserve(reserveInput(id, { tenantId: t1, amount: 100 }));
+        await new Promise((r) => setTimeout(r, 50));
+        const before = await scriptCalls(raw);
+        let outcomes: Promise<SettleOutcome>[] = [];
+        ledger.together!(() => {
+          outcomes = [
+            ...first.map((id) => ledger.settle(settleInput(id, 30, { tenantId: t1 }))),
+            ledger.settle(settleInput(first[0]!, 99, { tenantId: t1 })), // a replay inside the same script
+            ledger.settle(settleInput(rid(), 7, { tenantId: t2, creditCheck: false })),
+            ...many.map((id) => ledger.settle(settleInput(id, 10, { tenantId: t1 }))),
+          ];
+        });
+        const got = await Promise.all(outcomes);
+        expect(got.slice(0, 5)).toStrictEqual([settled(true, 30, 0), settled(true, 30, 0), settled(true, 30, 0), settled(false, 30, 0), settled(true, 7, 0)]);
+        expect(got.slice(5)).toStrictEqual(many.map(() => settled(true, 10, 0)));
+        // t1: 44 settlements in two scripts (32 + 12), t2: one.
+        expect((await scriptCalls(raw)) - before).toBe(3);
+        expect(await ledger.account(t1, PERIOD)).toMatchObject({ balance: 100_000 - 90 - 400, held: 0, spent: 490 });
+        expect((await ledger.usageRecords(t1, 100)).map((u) => u.requestId).sort()).toEqual([...first, ...many].sort());
+      } finally {
+        raw.disconnect();
+        await ledger.close();
+      }
+    });
+
+    it('a settlement that fails inside the script fails alone: the others of its script are applied', async () => {
+      const prefix = uniquePrefix();
+      const ledger = createRedisLedger({ url: server.url, prefix });
+      const raw = new Redis(server.url);
+      try {
+        const t = `ten_batch_${rid()}`;
+        await grant(ledger, 1_000, t);
+        const ids = [rid(), rid(), rid()];
+        for (const id of ids) await ledger.reserve(reserveInput(id, { tenantId: t, amount: 100 }));
+        // The middle one's hold is not a hash: its script's first command fails (WRONGTYPE).
+        await raw.del(`${prefix}:hold:{${t}}:${ids[1]!}`);
+        await raw.set(`${prefix}:hold:{${t}}:${ids[1]!}`, 'not a hold');
+        let outcomes: Promise<SettleOutcome>[] = [];
+        ledger.together!(() => {
+          outcomes = ids.map((id) => ledger.settle(settleInput(id, 40, { tenantId: t })));
+        });
+        const [a, b, c] = await Promise.allSettled(outcomes);
+        expect(a).toStrictEqual({ status: 'fulfilled', value: settled(true, 40, 0) });
+        expect(c).toStrictEqual({ status: 'fulfilled', value: settled(true, 40, 0) });
+        expect(b?.status).toBe('rejected');
+        // Not "the store is away" (which the journal retries): this input fails wherever it runs, as it would alone.
+        const reason = (b as PromiseRejectedResult).reason as Error;
+        expect(reason).not.toBeInstanceOf(StoreUnavailableError);
+        expect(reason.message).toMatch(/WRONGTYPE/);
+        expect((await ledger.usageRecords(t, 10)).map((u) => u.requestId).sort()).toEqual([ids[0], ids[2]].sort());
+      } finally {
+        raw.disconnect();
+        await ledger.close();
+      }
+    });
+
+    it('Redis away: every settlement of the block fails as unavailable (the journal retries each)', async () => {
+      const ledger = createRedisLedger({ url: 'redis://127.0.0.1:1', prefix: uniquePrefix(), connectTimeoutMs: 200 });
+      try {
+        let outcomes: Promise<SettleOutcome>[] = [];
+        ledger.together!(() => {
+          outcomes = [rid(), rid(), rid()].map((id) => ledger.settle(settleInput(id, 5)));
+        });
+        for (const r of await Promise.allSettled(outcomes)) {
+          expect(r.status).toBe('rejected');
+          expect((r as PromiseRejectedResult).reason).toBeInstanceOf(StoreUnavailableError);
+        }
+      } finally {
+        await ledger.close();
+      }
+    });
+  });
+
   describe('retention and the hold index', () => {
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     let raw: Redis;

@@ -50,6 +50,7 @@ import {
   type UsageDay,
   type UsageRecord,
 } from './ledger-contract.js';
+import { ReplyError } from 'ioredis';
 import type { RedisClientOptions } from './redis-client-options.js';
 import { NotReplicatedError, StoreUnavailableError } from './contract.js';
 import { type RedisClient, type RedisTarget, connectRedis, corked, pingEvery, refreshRouting, toStoreError, DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_CONNECT_TIMEOUT_MS } from './redis-connection.js';
@@ -180,7 +181,7 @@ end
  * there is no commitment). ARGV[18]: the commitment's amount inside that lease ('' none).
  * Returns {applied, charged, uncovered, lease stale (1), fresh (0) or no commitment (-1)}.
  */
-const SETTLE = CUTOFF + `
+const SETTLE_BODY = `
 local h = redis.call('HMGET', KEYS[2], 'state', 'amount', 'charged')
 if h[1] == 'settled' then return {0, tonumber(h[3] or '0'), 0, -1} end
 local stale = -1
@@ -229,6 +230,35 @@ redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|requests', ARGV[13])
 redis.call('HINCRBY', KEYS[6], ARGV[8] .. '|cost', charged)
 redis.call('EXPIRE', KEYS[6], 34560000)
 return {1, charged, uncovered, stale}`;
+const SETTLE = CUTOFF + SETTLE_BODY;
+
+/** The keys and arguments of one settlement (SETTLE's KEYS and ARGV). */
+const SETTLE_KEYS = 7;
+const SETTLE_ARGS = 18;
+
+/**
+ * Several settlements of one tenant in one script: SETTLE's body, run for each in
+ * turn with its own KEYS and ARGV (the parameters shadow the script's), exactly
+ * as it runs alone. Each runs under pcall: one that fails (its writes up to the
+ * failure kept, as for the script alone) answers {'error', message} and the
+ * others go on. Returns one SETTLE answer per settlement, in order.
+ */
+const SETTLE_MANY = CUTOFF + `
+local function settle(KEYS, ARGV)
+` + SETTLE_BODY + `
+end
+local out = {}
+local n = #KEYS / ${SETTLE_KEYS}
+for i = 0, n - 1 do
+  local k, a = {}, {}
+  for j = 1, ${SETTLE_KEYS} do k[j] = KEYS[i * ${SETTLE_KEYS} + j] end
+  for j = 1, ${SETTLE_ARGS} do a[j] = ARGV[i * ${SETTLE_ARGS} + j] end
+  local ok, r = pcall(settle, k, a)
+  if ok then out[i + 1] = r
+  elseif type(r) == 'table' then out[i + 1] = {'error', tostring(r.err or 'ERR settlement failed')}
+  else out[i + 1] = {'error', tostring(r)} end
+end
+return out`;
 
 /**
  * A tombstone for a request with no hold: a reserve or a move for it that arrives late (sent
@@ -361,7 +391,9 @@ function defineScripts(client: RedisClient): Scripts {
   define('reserve', 5, RESERVE);
   define('lease', 3, LEASE);
   define('move', 4, MOVE);
-  define('settle', 7, SETTLE);
+  define('settle', SETTLE_KEYS, SETTLE);
+  // Its number of keys varies: the caller passes it first.
+  client.defineCommand('svc_settle_many', { lua: SETTLE_MANY });
   define('release', 3, RELEASE);
   define('reap', 2, REAP);
   define('adjust', 3, ADJUST);
@@ -412,6 +444,17 @@ export type RedisLedgerOptions = RedisTarget & {
 };
 
 const REPLICA_WAIT_MS = 500;
+
+/** SETTLE's answer: applied, charged, uncovered, lease stale (1), fresh (0) or no commitment (-1). */
+type SettleReply = [number, number, number, number];
+/** A settlement waiting for the end of its together() block. */
+interface QueuedSettlement {
+  readonly args: (string | number)[];
+  resolve(r: SettleReply): void;
+  reject(err: unknown): void;
+}
+/** Settlements per SETTLE_MANY script: a bound on how long one script keeps Redis from others (about 60 µs each). */
+const SETTLE_BATCH = 32;
 
 export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
   const retention = checkRetention(opts.retention ?? DEFAULT_RETENTION);
@@ -516,9 +559,64 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
 
   const writers = waiting === main ? [client] : [client, waiting.client];
 
+  const settleOne = (args: (string | number)[]) => replicated<SettleReply>('svc_settle', args);
+  /** The settlements asked for inside the together() block under way, by tenant; null outside one. */
+  let batch: Map<string, QueuedSettlement[]> | null = null;
+
+  /**
+   * A together() block's settlements, one script per tenant (SETTLE_MANY, at most
+   * SETTLE_BATCH settlements each; a tenant's keys share one Cluster slot). Each
+   * settlement keeps its own answer; a failure of the whole script (Redis away, the
+   * command's deadline) is every one's, and the journal retries each (idempotent).
+   */
+  const sendBatch = (byTenant: Map<string, QueuedSettlement[]>): void => {
+    for (const queued of byTenant.values()) {
+      for (let i = 0; i < queued.length; i += SETTLE_BATCH) {
+        const part = queued.slice(i, i + SETTLE_BATCH);
+        if (part.length === 1) {
+          const only = part[0]!;
+          settleOne(only.args).then(only.resolve, only.reject);
+          continue;
+        }
+        const keys: (string | number)[] = [];
+        const argv: (string | number)[] = [];
+        for (const q of part) {
+          for (let j = 0; j < SETTLE_KEYS; j++) keys.push(q.args[j]!);
+          for (let j = SETTLE_KEYS; j < q.args.length; j++) argv.push(q.args[j]!);
+        }
+        replicated<Array<SettleReply | ['error', string]>>('svc_settle_many', [keys.length, ...keys, ...argv]).then(
+          (replies) => {
+            part.forEach((q, j) => {
+              const r = replies[j];
+              if (!Array.isArray(r)) q.reject(new StoreUnavailableError(new Error('a settlement without an answer')));
+              else if (r[0] === 'error') q.reject(toStoreError(new ReplyError(String(r[1]))));
+              else q.resolve(r as SettleReply);
+            });
+          },
+          (err: unknown) => {
+            for (const q of part) q.reject(err);
+          },
+        );
+      }
+    }
+  };
+
   return {
     together(run: () => void): void {
-      corked(writers, run);
+      if (batch) {
+        run();
+        return;
+      }
+      const mine = new Map<string, QueuedSettlement[]>();
+      batch = mine;
+      corked(writers, () => {
+        try {
+          run();
+        } finally {
+          batch = null;
+          sendBatch(mine);
+        }
+      });
     },
 
     async reserve(raw: ReserveInput): Promise<ReserveOutcome> {
@@ -573,12 +671,22 @@ export function createRedisLedger(opts: RedisLedgerOptions): Ledger {
       const t = input.tenantId;
       const u = input.usage;
       const c = input.lease;
-      const [applied, charged, uncovered, stale] = await replicated<[number, number, number, number]>('svc_settle', [
+      const args = [
           k.acct(t), k.hold(t, input.requestId), k.holds(t), k.ledger(t), k.usage(t), k.day(t, input.day), k.hold(t, c ? c.id : input.requestId),
           enc(input.requestId), input.charge, input.creditCheck ? '1' : '0', input.period, new Date(input.now).toISOString(),
           t, u.keyId ?? '', u.alias, u.internalModel, u.promptTokens, u.completionTokens, u.totalTokens, u.requestCount,
           u.estimated ? '1' : '0', u.time, retention.ledgerMs, retention.usageRecordMs, c ? c.amount : '',
-      ]);
+      ];
+      // Inside together(): sent with the block's other settlements of this tenant when it ends.
+      const queue = batch;
+      const [applied, charged, uncovered, stale] = await (queue
+        ? new Promise<SettleReply>((resolve, reject) => {
+            const list = queue.get(t);
+            const q = { args, resolve, reject };
+            if (list) list.push(q);
+            else queue.set(t, [q]);
+          })
+        : settleOne(args));
       const out = { applied: applied === 1, charged: Number(charged), uncovered: Number(uncovered) };
       return stale === 1 || stale === 0 ? { ...out, leaseStale: stale === 1 } : out;
     },
