@@ -57,18 +57,25 @@ export type UnaryRespond<Res> = (err: CallStatus | null, res: Res | null) => voi
 
 const noop = (): void => undefined;
 
-/** Served below grpc-js's per-call stream (see the module comment). */
-abstract class DirectCall implements NextCall {
+/**
+ * Served below grpc-js's per-call stream (see the module comment). The call is
+ * its own listener (the listener's methods and the call's do not share names):
+ * no closures per call.
+ */
+abstract class DirectCall implements NextCall, CallListener {
   protected done = false;
 
   constructor(protected readonly next: NextCall) {}
 
   /** grpc-js's own listener (the one that would build the call's stream) is never started. */
   start(): void {
-    this.next.start(this.listener());
+    this.next.start(this);
   }
 
-  protected abstract listener(): CallListener;
+  abstract onReceiveMetadata(metadata: Metadata): void;
+  abstract onReceiveMessage(message: unknown): void;
+  abstract onReceiveHalfClose(): void;
+  abstract onCancel(): void;
 
   protected respond(res: unknown): void {
     if (this.done) return;
@@ -142,34 +149,34 @@ class DirectBidi<Req, Res> extends DirectCall implements BidiCall<Res> {
     this.close(s);
   }
 
-  protected listener(): CallListener {
-    const next = this.next;
-    return {
-      onReceiveMetadata: () => {
-        try {
-          this.receiver = this.handler(this);
-        } catch {
-          this.close(FAILED);
-          return;
-        }
-        next.startRead();
-      },
-      // One message at a time, each handled before the next is asked for (asking first would
-      // deliver a queued message inside this one's handling).
-      onReceiveMessage: (req: Req) => {
-        try {
-          this.receiver?.message(req);
-        } catch {
-          this.close(FAILED);
-        }
-        next.startRead();
-      },
-      onReceiveHalfClose: () => this.receiver?.halfClosed(),
-      onCancel: () => {
-        this.done = true;
-        this.receiver?.cancelled();
-      },
-    };
+  onReceiveMetadata(): void {
+    try {
+      this.receiver = this.handler(this);
+    } catch {
+      this.close(FAILED);
+      return;
+    }
+    this.next.startRead();
+  }
+
+  // One message at a time, each handled before the next is asked for (asking first would
+  // deliver a queued message inside this one's handling).
+  onReceiveMessage(req: unknown): void {
+    try {
+      this.receiver?.message(req as Req);
+    } catch {
+      this.close(FAILED);
+    }
+    this.next.startRead();
+  }
+
+  onReceiveHalfClose(): void {
+    this.receiver?.halfClosed();
+  }
+
+  onCancel(): void {
+    this.done = true;
+    this.receiver?.cancelled();
   }
 }
 
@@ -204,37 +211,36 @@ class DirectUnary<Req, Res> extends DirectCall implements UnaryCall<Req> {
     return this.over;
   }
 
-  protected listener(): CallListener {
-    const next = this.next;
-    return {
-      onReceiveMetadata: (metadata: Metadata) => {
-        this.meta = metadata;
-        next.startRead();
-      },
-      onReceiveMessage: (req: Req) => {
-        if (this.received !== null) {
-          this.close({ code: status.UNIMPLEMENTED, details: 'a second request message for a unary method' });
-          return;
-        }
-        this.received = req;
-        next.startRead();
-      },
-      onReceiveHalfClose: () => {
-        if (this.received === null) {
-          this.close({ code: status.UNIMPLEMENTED, details: 'no request message for a unary method' });
-          return;
-        }
-        try {
-          this.handler(this, this.answer);
-        } catch {
-          this.close(FAILED);
-        }
-      },
-      onCancel: () => {
-        if (!this.done) this.over = true;
-        this.done = true;
-      },
-    };
+  onReceiveMetadata(metadata: Metadata): void {
+    this.meta = metadata;
+    this.next.startRead();
+  }
+
+  onReceiveMessage(req: unknown): void {
+    if (this.received !== null) {
+      this.close({ code: status.UNIMPLEMENTED, details: 'a second request message for a unary method' });
+      return;
+    }
+    this.received = req as Req;
+    this.next.startRead();
+  }
+
+  onReceiveHalfClose(): void {
+    if (this.received === null) {
+      this.close({ code: status.UNIMPLEMENTED, details: 'no request message for a unary method' });
+      return;
+    }
+    try {
+      this.handler(this, this.answer);
+    } catch {
+      this.close(FAILED);
+    }
+  }
+
+  /** Past its deadline, reset by the peer, or (after its status) simply over: only the first two make it cancelled. */
+  onCancel(): void {
+    if (!this.done) this.over = true;
+    this.done = true;
   }
 }
 
