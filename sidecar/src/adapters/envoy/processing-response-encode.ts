@@ -84,35 +84,36 @@ function commonSize(c: CommonResponse): number {
   );
 }
 
-/** A header or body answer's bytes (without its own tag and length), and its CommonResponse's. */
-function phaseSizes(p: PhaseAnswer): { phase: number; common: number } {
-  const common = p.response ? commonSize(p.response) : 0;
-  return { phase: p.response ? field(common) : 0, common };
+/**
+ * A header, body or trailers answer holds one optional message at field 1: a
+ * phase's `response` (CommonResponse), a trailers answer's `header_mutation`.
+ * Both are sized and written by the same two functions, given the inner
+ * message's own size and writer.
+ */
+interface Inner<T> {
+  size(v: T): number;
+  write(out: Buffer, at: number, v: T): number;
+}
+// Function declarations below (hoisted).
+const COMMON: Inner<CommonResponse> = { size: commonSize, write: writeCommon };
+const MUTATION: Inner<HeaderMutation> = { size: mutationSize, write: writeMutation };
+
+/** The answer's bytes without its own tag and length (`outer`), and its inner message's (`inner`). */
+function answerSizes<T>(inner: T | undefined, kind: Inner<T>): { outer: number; inner: number } {
+  const n = inner ? kind.size(inner) : 0;
+  return { outer: inner ? field(n) : 0, inner: n };
 }
 
-/** A trailers answer's bytes (without its own tag and length), and its HeaderMutation's. */
-function trailersSizes(t: TrailersAnswer): { phase: number; mutation: number } {
-  const mutation = t.headerMutation ? mutationSize(t.headerMutation) : 0;
-  return { phase: t.headerMutation ? field(mutation) : 0, mutation };
+/** The answer's bytes with its tag and length; 0 when there is no answer. */
+function sized<T>(answer: object | undefined, inner: T | undefined, kind: Inner<T>): number {
+  return answer === undefined ? 0 : field(answerSizes(inner, kind).outer);
 }
 
-const sized = (p: PhaseAnswer | undefined): number => (p === undefined ? 0 : field(phaseSizes(p).phase));
-const sizedTrailers = (t: TrailersAnswer | undefined): number => (t === undefined ? 0 : field(trailersSizes(t).phase));
-
-function writePhase(out: Buffer, at: number, tag: number, p: PhaseAnswer | undefined): number {
-  if (p === undefined) return at;
-  const size = phaseSizes(p);
-  at = tagLength(out, at, tag, size.phase);
-  const c = p.response;
-  return c ? writeCommon(out, tagLength(out, at, 0x0a, size.common), c) : at;
-}
-
-function writeTrailers(out: Buffer, at: number, tag: number, t: TrailersAnswer | undefined): number {
-  if (t === undefined) return at;
-  const size = trailersSizes(t);
-  at = tagLength(out, at, tag, size.phase);
-  const h = t.headerMutation;
-  return h ? writeMutation(out, tagLength(out, at, 0x0a, size.mutation), h) : at;
+function writeAnswer<T>(out: Buffer, at: number, tag: number, answer: object | undefined, inner: T | undefined, kind: Inner<T>): number {
+  if (answer === undefined) return at;
+  const size = answerSizes(inner, kind);
+  at = tagLength(out, at, tag, size.outer);
+  return inner ? kind.write(out, tagLength(out, at, 0x0a, size.inner), inner) : at;
 }
 
 /** The answer's bytes, or null when its metadata holds what a lean Struct cannot (the generated encoder writes it). */
@@ -120,22 +121,22 @@ function encodeLean(m: ProcessingResponse): Buffer | null {
   const md = m.dynamicMetadata === undefined ? undefined : structBytes(m.dynamicMetadata);
   if (md === null) return null;
   const total =
-    sized(m.requestHeaders) +
-    sized(m.responseHeaders) +
-    sized(m.requestBody) +
-    sized(m.responseBody) +
-    sizedTrailers(m.requestTrailers) +
-    sizedTrailers(m.responseTrailers) +
+    sized(m.requestHeaders, m.requestHeaders?.response, COMMON) +
+    sized(m.responseHeaders, m.responseHeaders?.response, COMMON) +
+    sized(m.requestBody, m.requestBody?.response, COMMON) +
+    sized(m.responseBody, m.responseBody?.response, COMMON) +
+    sized(m.requestTrailers, m.requestTrailers?.headerMutation, MUTATION) +
+    sized(m.responseTrailers, m.responseTrailers?.headerMutation, MUTATION) +
     (md ? field(md.length) : 0) +
     (m.requestDrain ? 2 : 0);
   const out = Buffer.allocUnsafe(total);
   // The fields in the generated encoder's order (by field number).
-  let at = writePhase(out, 0, 0x0a, m.requestHeaders); // request_headers = 1
-  at = writePhase(out, at, 0x12, m.responseHeaders); // response_headers = 2
-  at = writePhase(out, at, 0x1a, m.requestBody); // request_body = 3
-  at = writePhase(out, at, 0x22, m.responseBody); // response_body = 4
-  at = writeTrailers(out, at, 0x2a, m.requestTrailers); // request_trailers = 5
-  at = writeTrailers(out, at, 0x32, m.responseTrailers); // response_trailers = 6
+  let at = writeAnswer(out, 0, 0x0a, m.requestHeaders, m.requestHeaders?.response, COMMON); // request_headers = 1
+  at = writeAnswer(out, at, 0x12, m.responseHeaders, m.responseHeaders?.response, COMMON); // response_headers = 2
+  at = writeAnswer(out, at, 0x1a, m.requestBody, m.requestBody?.response, COMMON); // request_body = 3
+  at = writeAnswer(out, at, 0x22, m.responseBody, m.responseBody?.response, COMMON); // response_body = 4
+  at = writeAnswer(out, at, 0x2a, m.requestTrailers, m.requestTrailers?.headerMutation, MUTATION); // request_trailers = 5
+  at = writeAnswer(out, at, 0x32, m.responseTrailers, m.responseTrailers?.headerMutation, MUTATION); // response_trailers = 6
   if (md) at = bytes(out, at, 0x42, md); // dynamic_metadata = 8
   if (m.requestDrain) {
     out[at++] = 0x60; // request_drain = 12
