@@ -11,7 +11,10 @@
  * processing), the sidecar's own mean time for a ledger operation and an
  * authorization (its /metrics), and what Redis itself spends per script
  * (INFO commandstats). The columns' differences say which hop the gateway's
- * code makes longer than the floor's and by how much.
+ * code makes longer than the floor's and by how much. A second table takes
+ * each target's slowest 1 % of requests (by Envoy's own time for the request)
+ * and gives the mean of each phase over them: whether one hop makes the tail
+ * (a p99 row) or every hop is slower alike (the box).
  *
  * Every target first gets TIMELINE_LOAD_WARMUP_SECONDS of load at 16 connections
  * (warm-up.ts: the sidecars' code optimized, as in service), then 200 chats in
@@ -166,6 +169,16 @@ try {
   process.stdout.write(`JSON chats, one connection per target, in turn, ${measured} measured each${GAP_MS ? `, ${GAP_MS} ms idle before each` : ''}; ms, p50\n`);
   const mean = (b: Histogram | null | undefined, a: Histogram | null | undefined) => (a && b ? fmt(((a.sum - b.sum) / (a.count - b.count)) * 1000) : '-');
   const sidecarRows = SIDECAR_SERIES.map(([what], k) => [what, ...targets.map((_, i) => mean(before[k]?.[i], after[k]?.[i]))]);
+  // The slowest 1 % by Envoy's whole time for the request: which phase makes them slow.
+  const slowest = logs.map((l) => {
+    const total = us('downstream_tx_last_us');
+    const sorted = [...l].filter((j) => Number.isFinite(total(j))).sort((a, b) => total(b) - total(a));
+    return sorted.slice(0, Math.max(1, Math.floor(sorted.length / 100)));
+  });
+  const tailMean = (i: number, f: (j: LogLine) => number): string => {
+    const xs = (slowest[i] as LogLine[]).map(f).filter(Number.isFinite);
+    return xs.length ? fmt(xs.reduce((a, b) => a + b, 0) / xs.length / 1000) : '-';
+  };
   const stats = await probe.info('commandstats');
   probe.disconnect();
   const evalsha = Number(/^cmdstat_evalsha:.*usec_per_call=([\d.]+)/m.exec(stats)?.[1] ?? NaN) / 1000;
@@ -178,6 +191,9 @@ try {
         ...sidecarRows,
         ['Redis: one script (EVALSHA), mean of its own time', ...targets.map((x) => (x.gateway === credit.gateway ? fmt(evalsha) : '-'))],
       ],
+    )}\n\nThe slowest 1 % of each target's requests (by Envoy's first request byte -> caller last byte), mean ms per phase:\n${table(
+      ['measure', ...targets.map((x) => x.label)],
+      rows.map(([what, f]): string[] => [what, ...targets.map((_, i) => tailMean(i, f))]),
     )}\n`,
   );
 } finally {
