@@ -22,6 +22,7 @@
  *                                             TIMELINE_TOKENS (default 32)
  *                                             TIMELINE_LOAD_WARMUP_SECONDS (default 5): sliced streams at
  *                                             16 connections to every target first (warm-up.ts; 0: none)
+ *                                             TIMELINE_ALL_EVENTS=1: a column for every event, not seven
  */
 import { request } from 'node:http';
 import { installCleanupHandlers, startTargets, stopTargets } from './targets.js';
@@ -33,6 +34,7 @@ const STREAMS = envInteger('TIMELINE_STREAMS', 40, 6);
 const TOKENS = envInteger('TIMELINE_TOKENS', 32, 6);
 const WARMUP = 5;
 const LOAD_WARMUP = envInteger('TIMELINE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0);
+const ALL_EVENTS = process.env.TIMELINE_ALL_EVENTS === '1';
 
 /** Milliseconds from the request's first byte to each complete SSE event. */
 function eventTimes(url: string, headers: Record<string, string>, body: string): Promise<number[]> {
@@ -89,7 +91,7 @@ try {
   }
   await new Promise((r) => setTimeout(r, 300)); // the last access-log lines
   const events = Math.min(...runs.flat().map((r) => r.length));
-  const cols = [0, 1, 2, Math.floor(events / 2), events - 3, events - 2, events - 1];
+  const cols = ALL_EVENTS ? Array.from({ length: events }, (_, i) => i) : [0, 1, 2, Math.floor(events / 2), events - 3, events - 2, events - 1];
   const measured = STREAMS - WARMUP;
   process.stdout.write(`sliced streams of ${TOKENS} tokens, ${measured} each, same seeds, in turn; ms from the request to each complete event (p50)\n`);
   process.stdout.write(
