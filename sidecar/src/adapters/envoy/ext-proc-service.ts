@@ -161,10 +161,6 @@ class ExchangeStream implements Endable, BidiReceiver<ProcessingRequest> {
     this.slot = deps.live?.add(this);
   }
 
-  message(req: ProcessingRequest): void {
-    this.onData(req);
-  }
-
   /** Envoy sends no more: the exchange is over. */
   halfClosed(): void {
     this.clearStall();
@@ -314,7 +310,8 @@ class ExchangeStream implements Endable, BidiReceiver<ProcessingRequest> {
     }
   }
 
-  private onData(req: ProcessingRequest): void {
+  /** One of Envoy's messages: its answer, now or (a lone request-headers message, a leased body) later. */
+  message(req: ProcessingRequest): void {
     try {
       const exchange = this.exchange;
       const wasStarted = exchange.started;
