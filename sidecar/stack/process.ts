@@ -96,6 +96,18 @@ export class ManagedProcess {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** Calls `listener` with every output line from now on, until the returned function is called. */
+  watchLines(listener: (line: string) => void): () => void {
+    let on = true;
+    this.readyWaiters.push((line) => {
+      if (on) listener(line);
+      return !on;
+    });
+    return () => {
+      on = false;
+    };
+  }
+
   /** Resolves with the first output line for which `match` returns a value. */
   waitForLine<T>(match: (line: string) => T | undefined, timeoutMs: number): Promise<T> {
     return new Promise<T>((resolve, reject) => {

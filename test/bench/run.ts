@@ -36,8 +36,13 @@
  *   BENCH_ROUNDS         interleaved rounds the latency requests are split into (default 5)
  *   BENCH_LOAD_ROUNDS    interleaved rounds the req/s and streams/s runs are split into (default 5;
  *                        1 = each target's whole run back-to-back, as before 2026-11-28)
- *   BENCH_WARMUP         sequential warm-up requests per unary target (default min(200, max(20, REQUESTS/10)));
- *                        streaming targets warm up with min(50, max(5, n/10)) of their own requests
+ *   BENCH_WARMUP         sequential warm-up requests per unary target, in interleaved rounds as the
+ *                        measured ones (default 2500: V8 still compiles the sidecar's, the simulator's
+ *                        and this process's code for the first 2,000-3,000 chats at one connection,
+ *                        even after the load warm-up, and the compiler threads take the CPUs from the
+ *                        chats measured then: test/bench/jit-settle.ts, docs/benchmark.md session 27).
+ *                        The 0 ms streaming targets warm up with as many streams as they measure; the
+ *                        paced and sliced ones (same code, measured after them) with min(50, max(5, n/10))
  *   BENCH_WARMUP_SECONDS autocannon / streams/s warm-up per target before its first slice (default 1)
  *   BENCH_LOAD_WARMUP_SECONDS before anything is measured, every target (bare Envoy and the floor too)
  *                        under load at BENCH_CONNECTIONS for this long, so the sidecars' code is
@@ -184,7 +189,7 @@ function readParams(): Params {
     slicedRequests,
     rounds: envInt('BENCH_ROUNDS', 5),
     loadRounds: envInt('BENCH_LOAD_ROUNDS', 5),
-    warmup: envInt('BENCH_WARMUP', Math.min(200, Math.max(20, Math.ceil(requests / 10))), 0),
+    warmup: envInt('BENCH_WARMUP', 2500, 0),
     warmupSeconds: envNum('BENCH_WARMUP_SECONDS', 1, 0),
     loadWarmupSeconds: envNum('BENCH_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0),
     scenarios: names.length ? names : all,
@@ -213,7 +218,11 @@ async function latencyPhase(t: Targets, scenarios: readonly UnaryScenario[], p: 
   const clients = new Map(scenarios.map((s) => [s.name, new SequentialClient(s.request(t))]));
   const samples = new Map(scenarios.map((s) => [s.name, emptySample()]));
   try {
-    for (const s of scenarios) await clients.get(s.name)!.run(p.warmup, emptySample());
+    await interleaved(
+      scenarios.map((s) => (n: number) => clients.get(s.name)!.run(n, emptySample())),
+      p.warmup,
+      p.rounds,
+    );
     await interleaved(
       scenarios.map((s) => (n: number) => clients.get(s.name)!.run(n, samples.get(s.name)!)),
       p.requests,
@@ -226,12 +235,21 @@ async function latencyPhase(t: Targets, scenarios: readonly UnaryScenario[], p: 
 }
 
 /** Sequential streamed requests, interleaved; CPU of the scenario's processes summed over its own runs. */
-async function streamPhase(t: Targets, scenarios: readonly StreamScenario[], requests: number, p: Params): Promise<Map<string, StreamSample>> {
+async function streamPhase(
+  t: Targets,
+  scenarios: readonly StreamScenario[],
+  requests: number,
+  p: Params,
+  warmup = Math.min(50, Math.max(5, Math.ceil(requests / 10))),
+): Promise<Map<string, StreamSample>> {
   const clients = new Map(scenarios.map((s) => [s.name, new StreamClient(s.request(t), s.checkEach)]));
   const samples = new Map(scenarios.map((s) => [s.name, emptyStreamSample()]));
-  const warmup = Math.min(50, Math.max(5, Math.ceil(requests / 10)));
   try {
-    for (const s of scenarios) await clients.get(s.name)!.run(warmup);
+    await interleaved(
+      scenarios.map((s) => (n: number) => clients.get(s.name)!.run(n)),
+      warmup,
+      p.rounds,
+    );
     await interleaved(
       scenarios.map((s) => async (n: number) => {
         const sample = samples.get(s.name)!;
@@ -502,7 +520,7 @@ async function main(): Promise<number> {
     const streamSamples = new Map<string, StreamSample>();
     if (streams.length > 0) {
       process.stdout.write('bench: streaming phase (sequential)...\n');
-      for (const [k, v] of await streamPhase(targets, streams, p.streamRequests, p)) streamSamples.set(k, v);
+      for (const [k, v] of await streamPhase(targets, streams, p.streamRequests, p, p.streamRequests)) streamSamples.set(k, v);
     }
     if (paced.length > 0) {
       process.stdout.write('bench: paced streaming phase (sequential)...\n');
