@@ -41,8 +41,9 @@
  *                        and this process's code for the first 2,000-3,000 chats at one connection,
  *                        even after the load warm-up, and the compiler threads take the CPUs from the
  *                        chats measured then: test/bench/jit-settle.ts, docs/benchmark.md session 27).
- *                        The 0 ms streaming targets warm up with as many streams as they measure; the
- *                        paced and sliced ones (same code, measured after them) with min(50, max(5, n/10))
+ *   BENCH_STREAM_WARMUP  warm-up streams per 0 ms streaming target, interleaved (default BENCH_STREAM_REQUESTS);
+ *                        the paced and sliced ones (same code, measured after them) warm up with
+ *                        min(50, max(5, n/10)) of their own
  *   BENCH_WARMUP_SECONDS autocannon / streams/s warm-up per target before its first slice (default 1)
  *   BENCH_LOAD_WARMUP_SECONDS before anything is measured, every target (bare Envoy and the floor too)
  *                        under load at BENCH_CONNECTIONS for this long, so the sidecars' code is
@@ -52,6 +53,8 @@
  *                        The redis/credit gateways are only started when a selected scenario needs them.
  *   BENCH_COLD_SAMPLES   samples per pause of the box's wake-up measure (cold-cpu.ts; default 200)
  *   BENCH_ECHO=1         echo the processes' output
+ *   BENCH_SIDECAR_NODE_ARGS='--flag ...' more Node/V8 flags for every gateway's sidecar (after its
+ *                        heap flags; not the floor's): what a setting changes, measured in the full bench
  *
  * Ends with one `BENCH_JSON {...}` line for comparing runs.
  */
@@ -157,6 +160,7 @@ interface Params {
   /** Rounds the load phases (req/s, streams/s) are split into (loadRounds). */
   readonly loadRounds: number;
   readonly warmup: number;
+  readonly streamWarmup: number;
   readonly warmupSeconds: number;
   /** Load per target before the first measurement (warm-up.ts). */
   readonly loadWarmupSeconds: number;
@@ -190,6 +194,7 @@ function readParams(): Params {
     rounds: envInt('BENCH_ROUNDS', 5),
     loadRounds: envInt('BENCH_LOAD_ROUNDS', 5),
     warmup: envInt('BENCH_WARMUP', 2500, 0),
+    streamWarmup: envInt('BENCH_STREAM_WARMUP', streamRequests, 0),
     warmupSeconds: envNum('BENCH_WARMUP_SECONDS', 1, 0),
     loadWarmupSeconds: envNum('BENCH_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0),
     scenarios: names.length ? names : all,
@@ -468,6 +473,7 @@ async function main(): Promise<number> {
       rounds: p.rounds,
       load_rounds: p.loadRounds,
       warmup: p.warmup,
+      stream_warmup: p.streamWarmup,
       warmup_seconds: p.warmupSeconds,
       load_warmup_seconds: p.loadWarmupSeconds,
       scenarios: p.scenarios,
@@ -520,7 +526,7 @@ async function main(): Promise<number> {
     const streamSamples = new Map<string, StreamSample>();
     if (streams.length > 0) {
       process.stdout.write('bench: streaming phase (sequential)...\n');
-      for (const [k, v] of await streamPhase(targets, streams, p.streamRequests, p, p.streamRequests)) streamSamples.set(k, v);
+      for (const [k, v] of await streamPhase(targets, streams, p.streamRequests, p, p.streamWarmup)) streamSamples.set(k, v);
     }
     if (paced.length > 0) {
       process.stdout.write('bench: paced streaming phase (sequential)...\n');

@@ -191,7 +191,10 @@ async function startOneGateway(name: string, opts: GatewayOptions, benchDir: str
   const billing = (cfg.billing ?? {}) as Record<string, unknown>;
   // The processes keep the real temporary directory (tsx's compile cache lives there).
   const env = { ...(opts.env ?? {}), TMPDIR: REAL_TMPDIR };
-  const gw = await startGateway({ ...opts, env, config: { ...cfg, billing: { ...billing, journalPath } } });
+  // BENCH_SIDECAR_NODE_ARGS: more V8/Node flags for every gateway's sidecar (after its own heap flags), to measure a setting in the full bench.
+  const extra = (process.env.BENCH_SIDECAR_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const nodeArgs = extra.length ? { ...(opts.nodeArgs ?? {}), sidecar: [...(opts.nodeArgs?.sidecar ?? []), ...extra] } : opts.nodeArgs;
+  const gw = await startGateway({ ...opts, env, nodeArgs, config: { ...cfg, billing: { ...billing, journalPath } } });
   const runDir = runDirOf(gw);
   // startGateway leaves its temporary run directory behind; this run created it, so it goes too.
   cleanups.push(() => Promise.resolve(rmSync(runDir, { recursive: true, force: true })));
