@@ -17,15 +17,16 @@
  * (a p99 row) or every hop is slower alike (the box).
  *
  * Every target first gets TIMELINE_LOAD_WARMUP_SECONDS of load at 16 connections
- * (warm-up.ts: the sidecars' code optimized, as in service), then 200 chats in
- * turn that are not measured; the sidecar and Redis means cover the measured
+ * (warm-up.ts: the sidecars' code optimized, as in service), then 2,500 chats
+ * in turn that are not measured (V8 compiles for the first 2,000-3,000 at one
+ * connection: jit-settle.ts); the sidecar and Redis means cover the measured
  * chats only.
  *
  * TIMELINE_GAP_MS puts an idle pause before each request: on a virtual
  * machine every hop between processes then starts from an idle CPU, and the
  * same request takes longer (docs/benchmark.md, 2026-11-26 evening).
  *
- *   npx tsx test/bench/json-timeline.ts     TIMELINE_REQUESTS (default 1500 per target; the first 200 warm up)
+ *   npx tsx test/bench/json-timeline.ts     TIMELINE_REQUESTS (default 3800 per target; the first 2500 warm up)
  *                                           TIMELINE_GAP_MS (default 0)
  *                                           TIMELINE_LOAD_WARMUP_SECONDS (default 5; 0: none, as before session 21)
  */
@@ -38,10 +39,10 @@ import type { TestGateway } from '../harness/gateway.js';
 import { Redis } from 'ioredis';
 import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
-const REQUESTS = envInteger('TIMELINE_REQUESTS', 1500, 300);
+const REQUESTS = envInteger('TIMELINE_REQUESTS', 3800, 2600);
 const GAP_MS = envInteger('TIMELINE_GAP_MS', 0, 0);
 const LOAD_WARMUP = envInteger('TIMELINE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0);
-const WARMUP = 200;
+const WARMUP = 2500;
 const INTERNAL_MODEL = 'sim-core-1';
 
 const median = (xs: number[]): number => latencyStats(xs).p50;
