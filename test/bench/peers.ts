@@ -23,10 +23,17 @@
  * gateway PORTKEY_VERSION from npm, LiteLLM LITELLM_SPEC into a Python
  * venv): not project dependencies.
  *
+ * Before the rounds every target is warmed up as `npm run bench` warms its
+ * own: PEERS_LOAD_WARMUP_SECONDS of JSON chats at 16 connections, then
+ * PEERS_WARMUP chats and a tenth as many streams one at a time (a Node
+ * process, ours or Portkey, keeps compiling the paths one connection takes
+ * for the first 2,000 to 3,000 requests: jit-settle.ts).
+ *
  *   npx tsx test/bench/peers.ts     PEERS (default "portkey,litellm"), PEERS_ROUNDS (3),
  *                                   PEERS_REQUESTS (300 JSON chats per target and round),
  *                                   PEERS_STREAMS (60 per target and round), PEERS_SECONDS (4, each
- *                                   16-connection run), PEERS_CONNECTIONS (16)
+ *                                   16-connection run), PEERS_CONNECTIONS (16),
+ *                                   PEERS_WARMUP (2500), PEERS_LOAD_WARMUP_SECONDS (5)
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -41,6 +48,7 @@ import { chatBody, streamBody, STREAM_TOKENS } from './scenarios.js';
 import { streamLoad } from './stream-load.js';
 import { installCleanupHandlers, startTargets, stopTargets, type Targets } from './targets.js';
 import { envInteger, fmt, table } from './report.js';
+import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
 const PORTKEY_VERSION = '1.15.2';
 const LITELLM_SPEC = 'litellm[proxy]==1.99.4';
@@ -52,6 +60,8 @@ const REQUESTS = envInteger('PEERS_REQUESTS', 300);
 const STREAMS = envInteger('PEERS_STREAMS', 60);
 const SECONDS = envInteger('PEERS_SECONDS', 4);
 const CONNECTIONS = envInteger('PEERS_CONNECTIONS', 16);
+const WARMUP = envInteger('PEERS_WARMUP', 2500, 0);
+const LOAD_WARMUP = envInteger('PEERS_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0);
 const PEERS = (process.env.PEERS ?? 'portkey,litellm').split(',').map((p) => p.trim()).filter(Boolean);
 for (const p of PEERS) if (p !== 'portkey' && p !== 'litellm') throw new Error(`PEERS: unknown peer ${p} (portkey, litellm)`);
 
@@ -210,6 +220,16 @@ async function main(): Promise<number> {
     for (const target of targets) {
       const r = await new SequentialClient(target.json).one();
       if (r.status !== 200) throw new Error(`${target.name}: HTTP ${r.status}: ${r.body.slice(0, 300)}`);
+    }
+    for (const target of targets) {
+      console.log(`peers: warm-up: ${target.name}`);
+      await warmUnderLoad(target.json, CONNECTIONS, LOAD_WARMUP);
+      const c = new SequentialClient(target.json);
+      await c.run(WARMUP);
+      c.close();
+      const s = new StreamClient(target.stream, streamWhole);
+      await s.run(Math.ceil(WARMUP / 10));
+      s.close();
     }
     const results = new Map<Target, Result>(targets.map((x) => [x, { json: emptySample(), streams: emptyStreamSample(), rps: [], streamsPerS: [], failures: 0, firstProblem: null }]));
     for (let round = 0; round < ROUNDS; round++) {
