@@ -14,11 +14,10 @@
  *                                        JIT_LOAD_WARMUP_SECONDS (default 5)
  *                                        JIT_TRACE=0: no tracing (the latency without the trace's own output)
  */
-import { Agent, request } from 'node:http';
 import { startGateway } from '../harness/gateway.js';
 import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
 import { chatBody } from './scenarios.js';
-import { latencyStats } from './latency.js';
+import { SequentialClient, latencyStats } from './latency.js';
 import { envInteger, fmt, table } from './report.js';
 import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
@@ -45,18 +44,7 @@ try {
   const url = `${gw.base}/chat/completions`;
   const body = chatBody('svc-core');
   await warmUnderLoad({ url, method: 'POST', headers: { 'x-api-key': gw.key, 'content-type': 'application/json' }, body }, 16, LOAD_WARMUP);
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const headers = { 'x-api-key': gw.key, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
-  const chat = () =>
-    new Promise<number>((resolve, reject) => {
-      const t0 = performance.now();
-      const req = request(url, { method: 'POST', agent, headers }, (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`))));
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+  const client = new SequentialClient({ url, method: 'POST', headers: { 'x-api-key': gw.key, 'content-type': 'application/json' }, body });
   const rows: string[][] = [];
   const take = (m: Map<string, number>, name: string) => {
     const n = m.get(name) ?? 0;
@@ -69,10 +57,10 @@ try {
     take(counts.deopts, name);
   }
   for (let done = 0; done < REQUESTS; done += BLOCK) {
-    const ms: number[] = [];
-    for (let i = 0; i < BLOCK; i++) ms.push(await chat());
+    const block = await client.run(BLOCK);
+    if (block.non2xx + block.errors > 0) throw new Error(`jit-settle: ${block.firstProblem}`);
     await new Promise((r) => setTimeout(r, 100)); // the block's last trace lines
-    const s = latencyStats(ms);
+    const s = latencyStats(block.okMs);
     rows.push([
       `${done + 1}-${done + BLOCK}`,
       ...TRACED.flatMap((name) => (TRACE ? [take(counts.compiles, name), take(counts.deopts, name)] : ['-', '-'])),
@@ -81,7 +69,7 @@ try {
     ]);
   }
   for (const stop of stops) stop();
-  agent.destroy();
+  client.close();
   process.stdout.write(
     `JSON chats at one connection after ${LOAD_WARMUP} s of load at 16 connections (Redis, credit check on); per block of ${BLOCK}:\n` +
       `${table(['chats', ...TRACED.flatMap((n) => [`${n}: TurboFan jobs`, `${n}: deopts`]), 'p50 ms', 'p99 ms'], rows)}\n`,
