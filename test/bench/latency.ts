@@ -41,6 +41,9 @@ export interface OneResult {
   readonly status: number;
   readonly ms: number;
   readonly body: string;
+  /** process.hrtime.bigint() (CLOCK_MONOTONIC, ns) just before the request was written and at its last byte. */
+  readonly sentNs: bigint;
+  readonly doneNs: bigint;
 }
 
 export class SequentialClient {
@@ -70,8 +73,8 @@ export class SequentialClient {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
-          const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-          resolve({ status: res.statusCode ?? 0, ms, body: Buffer.concat(chunks).toString('utf8') });
+          const t1 = process.hrtime.bigint();
+          resolve({ status: res.statusCode ?? 0, ms: Number(t1 - t0) / 1e6, body: Buffer.concat(chunks).toString('utf8'), sentNs: t0, doneNs: t1 });
         });
         res.on('error', reject);
       });

@@ -31,7 +31,6 @@
  *                                        SCHED_LOAD_WARMUP_SECONDS (default 5 at 16 connections per target)
  *                                        SCHED_KEEP=1 keeps the trace (its path is printed)
  */
-import { Agent, request } from 'node:http';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, createWriteStream } from 'node:fs';
 import { join } from 'node:path';
@@ -40,7 +39,8 @@ import { startTargets, stopTargets, installCleanupHandlers, type Targets } from 
 import { chatBody } from './scenarios.js';
 import { envInteger, fmt, table } from './report.js';
 import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
-import { delaysOf, lowerBound, markIdle, ns, perChat, runsByCpu, sampleKind, schedEvent, type ChatSched, type Sample, type Switch, type Wakeup } from './sched-trace.js';
+import { SequentialClient } from './latency.js';
+import { delaysOf, lowerBound, ns, perChat, runsByCpu, sampleKind, schedEvent, type ChatSched, type Sample, type Switch, type Wakeup } from './sched-trace.js';
 
 const REQUESTS = envInteger('SCHED_REQUESTS', 3000, 200);
 const WARMUP = envInteger('SCHED_WARMUP', 2500, 0);
@@ -49,27 +49,18 @@ const SAMPLES = process.env.SCHED_SAMPLES === '1';
 
 interface Target {
   readonly label: string;
-  readonly url: string;
-  readonly headers: Record<string, string>;
-  readonly body: string;
-  readonly agent: Agent;
+  readonly client: SequentialClient;
   /** pid -> group name, for this target's own processes. */
   readonly own: Map<number, string>;
   /** [send, last byte] in ns of CLOCK_MONOTONIC, per measured chat. */
   readonly windows: Array<[bigint, bigint]>;
 }
 
-function chat(t: Target): Promise<[bigint, bigint]> {
-  return new Promise((resolve, reject) => {
-    const headers = { ...t.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(t.body) };
-    const t0 = process.hrtime.bigint();
-    const req = request(t.url, { method: 'POST', agent: t.agent, headers }, (res) => {
-      res.resume();
-      res.on('end', () => (res.statusCode === 200 ? resolve([t0, process.hrtime.bigint()]) : reject(new Error(`${t.label}: status ${res.statusCode}`))));
-    });
-    req.on('error', reject);
-    req.end(t.body);
-  });
+/** One chat; its [send, last byte] window. */
+async function chat(t: Target): Promise<[bigint, bigint]> {
+  const r = await t.client.one();
+  if (r.status !== 200) throw new Error(`${t.label}: status ${r.status}`);
+  return [r.sentNs, r.doneNs];
 }
 
 function ownPids(pids: Record<string, number | undefined>, names: readonly string[]): Map<number, string> {
@@ -82,17 +73,22 @@ function ownPids(pids: Record<string, number | undefined>, names: readonly strin
 }
 
 function targetsOf(t: Targets): Target[] {
-  const agent = () => new Agent({ keepAlive: true, maxSockets: 1 });
+  const client = (url: string, headers: Record<string, string>, body: string) =>
+    new SequentialClient({ url, method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body });
   const main = t.pids();
   const credit = t.variant('credit');
   return [
     {
-      label: 'floor', url: `${t.floorUrl}/v1/chat/completions`, headers: { authorization: `Bearer ${t.upstreamKey}` },
-      body: chatBody('sim-core-1'), agent: agent(), own: ownPids(main, ['envoy-floor', 'null-sidecar', 'simulator']), windows: [],
+      label: 'floor',
+      client: client(`${t.floorUrl}/v1/chat/completions`, { authorization: `Bearer ${t.upstreamKey}` }, chatBody('sim-core-1')),
+      own: ownPids(main, ['envoy-floor', 'null-sidecar', 'simulator']),
+      windows: [],
     },
     {
-      label: 'gateway (Redis, credit check on)', url: `${credit.base}/chat/completions`, headers: { 'x-api-key': credit.key },
-      body: chatBody('svc-core'), agent: agent(), own: ownPids(credit.pids(), ['envoy', 'sidecar', 'simulator', 'redis']), windows: [],
+      label: 'gateway (Redis, credit check on)',
+      client: client(`${credit.base}/chat/completions`, { 'x-api-key': credit.key }, chatBody('svc-core')),
+      own: ownPids(credit.pids(), ['envoy', 'sidecar', 'simulator', 'redis']),
+      windows: [],
     },
   ];
 }
@@ -172,7 +168,7 @@ const samplesFile = join(dir, 'samples.data');
 const t = await startTargets({ variants: ['credit'] });
 try {
   const targets = targetsOf(t);
-  for (const x of targets) await warmUnderLoad({ url: x.url, method: 'POST', headers: { ...x.headers, 'content-type': 'application/json' }, body: x.body }, 16, LOAD_WARMUP);
+  for (const x of targets) await warmUnderLoad(x.client.spec, 16, LOAD_WARMUP);
   for (let i = 0; i < WARMUP; i++) for (const x of targets) await chat(x);
 
   const perfLog = createWriteStream(join(dir, 'perf.log'));
@@ -186,6 +182,7 @@ try {
   if (SAMPLES) perfs.push(record(['record', '-F', '4999', '-a', '-g', '-k', 'CLOCK_MONOTONIC', '-o', samplesFile]));
   await new Promise((r) => setTimeout(r, 1500)); // perf's buffers mapped on every CPU
   for (let i = 0; i < REQUESTS; i++) for (const x of targets) x.windows.push(await chat(x));
+  for (const x of targets) x.client.close();
   for (const p of perfs) p.kill('SIGINT');
   await Promise.all(perfs.map((p) => new Promise((r) => p.once('exit', r))));
 
@@ -201,8 +198,7 @@ try {
   const { switches, wakeups } = await readTrace(file);
   const samples = SAMPLES ? await readSamples(samplesFile) : null;
   const cpus = runsByCpu(switches);
-  const delays = delaysOf(switches, wakeups);
-  markIdle(delays, cpus);
+  const delays = delaysOf(switches, wakeups, cpus);
   process.stdout.write(`trace: ${switches.length} switches and ${wakeups.length} wakeups on ${cpus.size} CPUs\n`);
 
   for (const x of targets) {

@@ -82,11 +82,12 @@ export interface Delay {
   readonly tid: number;
   /** The CPU it ran on. */
   readonly cpu: number;
-  /** That CPU was idle when the wakeup began (the wait is the idle CPU's own wake-up), set by markIdle. */
-  idle: boolean;
+  /** That CPU was idle when the wakeup began (the wait is the idle CPU's own wake-up). */
+  readonly idle: boolean;
 }
 
-export function delaysOf(switches: readonly Switch[], wakeups: readonly Wakeup[]): Delay[] {
+/** The waits from each wakeup to the woken thread's run, `cpus` (runsByCpu of the same switches) telling an idle CPU's. */
+export function delaysOf(switches: readonly Switch[], wakeups: readonly Wakeup[], cpus: ReadonlyMap<number, readonly Run[]>): Delay[] {
   type Ev = { t: bigint; kind: 0 | 1; tid: number; prev: number; cpu: number };
   const events: Ev[] = [
     ...wakeups.map((w): Ev => ({ t: w.t, kind: 0, tid: w.tid, prev: -1, cpu: -1 })),
@@ -103,21 +104,17 @@ export function delaysOf(switches: readonly Switch[], wakeups: readonly Wakeup[]
     pending.delete(e.prev);
     const w = pending.get(e.tid);
     if (w !== undefined && e.tid !== 0) {
-      out.push({ woken: w, ran: e.t, tid: e.tid, cpu: e.cpu, idle: false });
+      out.push({ woken: w, ran: e.t, tid: e.tid, cpu: e.cpu, idle: idleAt(cpus.get(e.cpu), w) });
       pending.delete(e.tid);
     }
   }
   return out.sort((a, b) => (a.woken < b.woken ? -1 : a.woken > b.woken ? 1 : 0));
 }
 
-/** Sets each delay's `idle`: what its CPU ran when the wakeup began. */
-export function markIdle(delays: readonly Delay[], cpus: ReadonlyMap<number, readonly Run[]>): void {
-  for (const d of delays) {
-    const runs = cpus.get(d.cpu);
-    if (!runs) continue;
-    const run = runs[lowerBound(runs, d.woken + 1n, (r) => r.to)];
-    d.idle = run !== undefined && run.from <= d.woken && run.tid === 0;
-  }
+/** Whether a CPU (its runs) was idle at `t`; false where its timeline does not reach. */
+function idleAt(runs: readonly Run[] | undefined, t: bigint): boolean {
+  const run = runs?.[lowerBound(runs, t + 1n, (r) => r.to)];
+  return run !== undefined && run.from <= t && run.tid === 0;
 }
 
 /** First index in a list sorted by key whose key >= x. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { delaysOf, markIdle, ns, perChat, runsByCpu, sampleKind, schedEvent, type Switch, type Wakeup } from '../../test/bench/sched-trace.js';
+import { delaysOf, ns, perChat, runsByCpu, sampleKind, schedEvent, type Switch, type Wakeup } from '../../test/bench/sched-trace.js';
 
 // As `perf script -F cpu,time,event,trace --ns` prints a `perf sched record` file.
 const SWITCH = '[001]   154.591085063:       sched:sched_switch: prev_comm=perf prev_pid=5219 prev_prio=120 prev_state=D ==> next_comm=migration/1 next_pid=18 next_prio=0';
@@ -47,7 +47,7 @@ describe('sched-trace: timelines', () => {
   });
 
   it('pairs a wakeup with the thread next running, and the first of two wakeups counts', () => {
-    const d = delaysOf(switches, [wake(80, 10), wake(90, 10), wake(380, 30)]);
+    const d = delaysOf(switches, [wake(80, 10), wake(90, 10), wake(380, 30)], runsByCpu(switches));
     expect(d.map((x) => [x.tid, Number(x.ran - x.woken), x.cpu])).toEqual([
       [10, 20, 0],
       [30, 20, 1],
@@ -57,13 +57,12 @@ describe('sched-trace: timelines', () => {
   it('ignores a wakeup that reaches a thread still on a CPU (it was on its way to sleep)', () => {
     // Thread 10 runs 100-300 on CPU 0; woken at 200 while running (no wait), then again at 600 after it slept; runs at 650.
     const s = [sw(100, 0, 0, 10), sw(300, 0, 10, 0), sw(650, 0, 0, 10), sw(700, 0, 10, 0)];
-    const d = delaysOf(s, [wake(200, 10), wake(600, 10)]);
+    const d = delaysOf(s, [wake(200, 10), wake(600, 10)], runsByCpu(s));
     expect(d.map((x) => [Number(x.woken), Number(x.ran)])).toEqual([[600, 650]]);
   });
 
   it('tells a wakeup onto an idle CPU from one onto a busy CPU', () => {
-    const d = delaysOf(switches, [wake(80, 10), wake(380, 30)]);
-    markIdle(d, runsByCpu(switches));
+    const d = delaysOf(switches, [wake(80, 10), wake(380, 30)], runsByCpu(switches));
     expect(d.map((x) => [x.tid, x.idle])).toEqual([
       [10, true],
       [30, false],
@@ -72,8 +71,7 @@ describe('sched-trace: timelines', () => {
 
   it("sums a chat's window: CPU by group clipped to it, waits of its own threads, their runs", () => {
     const cpus = runsByCpu(switches);
-    const delays = delaysOf(switches, [wake(80, 10), wake(380, 30)]);
-    markIdle(delays, cpus);
+    const delays = delaysOf(switches, [wake(80, 10), wake(380, 30)], cpus);
     const group = (tid: number) => (tid === 0 ? 'idle' : tid === 10 ? 'ours' : 'theirs');
     const c = perChat([200n, 450n], cpus, delays, group, (tid) => tid === 10 || tid === 30);
     expect(c.ms).toBeCloseTo(250 / 1e6, 12);
