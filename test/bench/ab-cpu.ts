@@ -13,7 +13,9 @@
  *   ln -s "$PWD/node_modules" /tmp/base/node_modules && ln -s "$PWD/.tools" /tmp/base/.tools
  *   npx tsx test/bench/ab-cpu.ts /tmp/base     AB_CPU_ROUNDS (default 6), AB_CPU_JSON (default 2000),
  *                                              AB_CPU_STREAMS (default 300), AB_CPU_TURNS (messages of
- *                                              history before each JSON chat's question, default 0)
+ *                                              history before each JSON chat's question, default 0),
+ *                                              AB_CPU_OTHER_SIDECAR_ARGS='--flag ...' (more Node/V8 flags for the other
+ *                                              side's sidecar: with `.` as the other checkout, a flag against none)
  *
  * Prints each round's ms per request and the medians, per checkout and kind.
  */
@@ -39,8 +41,11 @@ type Side = 'this' | 'other';
 
 const startOther = await startGatewayIn(other);
 
-async function ready(start: StartGateway): Promise<TestGateway> {
-  const gw = await start(GATEWAY_VARIANTS.credit.options);
+const otherSidecarArgs = (process.env.AB_CPU_OTHER_SIDECAR_ARGS ?? '').split(' ').filter(Boolean);
+
+async function ready(start: StartGateway, sidecarArgs: readonly string[] = []): Promise<TestGateway> {
+  const opts = GATEWAY_VARIANTS.credit.options;
+  const gw = await start(sidecarArgs.length ? { ...opts, nodeArgs: { ...(opts.nodeArgs ?? {}), sidecar: [...(opts.nodeArgs?.sidecar ?? []), ...sidecarArgs] } } : opts);
   await gw.admin.adjustCredits(gw.tenantId, CREDIT_GRANT, 'ab-grant', 'bench');
   return gw;
 }
@@ -48,7 +53,7 @@ async function ready(start: StartGateway): Promise<TestGateway> {
 const TURNS = envInteger('AB_CPU_TURNS', 0, 0);
 const load = (gw: TestGateway, n: number, kind: Kind): Promise<number> => driveGateway(gw, n, kind, CONNECTIONS, TURNS);
 
-const sides: Record<Side, TestGateway> = { this: await ready(startGateway), other: await ready(startOther) };
+const sides: Record<Side, TestGateway> = { this: await ready(startGateway), other: await ready(startOther, otherSidecarArgs) };
 const perRequest: Record<Side, Record<Kind, number[]>> = { this: { json: [], stream: [] }, other: { json: [], stream: [] } };
 try {
   // Warm-up: JIT and connections, not counted.
@@ -70,7 +75,10 @@ try {
   await Promise.all([sides.this.stop(), sides.other.stop()]);
 }
 
-console.log(`sidecar CPU per request (ms, /proc, all threads), Redis store with the credit check, ${CONNECTIONS} connections, ${ROUNDS} rounds; other = ${other}`);
+console.log(
+  `sidecar CPU per request (ms, /proc, all threads), Redis store with the credit check, ${CONNECTIONS} connections, ${ROUNDS} rounds; other = ${other}` +
+    (otherSidecarArgs.length ? ` with sidecar flags ${otherSidecarArgs.join(' ')}` : ''),
+);
 console.log(
   table(
     ['kind', 'checkout', 'median', 'each round'],
