@@ -29,7 +29,10 @@ import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 const base = defaultConfig('svc');
 const configWith = (billing: Record<string, unknown>): Config =>
   parseConfig({ ...base, billing: { ...(base.billing as object), creditCheck: true, claimGraceSeconds: 1, ...billing } });
-const cfg = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 0.2 } });
+// Leases here never go idle by the wall clock (a loaded box can stall a test's few-millisecond sleep
+// for longer than a short idle time): the tests of idling use `idling` with a clock they move.
+const cfg = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } });
+const idling = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 0.2 } });
 const catalog = new Catalog(cfg.models, 'svc');
 const principal: Principal = { subjectId: 'key_1', tenantId: 'ten_1', method: 'api_key', scopes: ['ai'], keyId: 'key_1', role: null };
 const policy = { catalog, defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 };
@@ -79,16 +82,21 @@ async function funded(amount = 10_000_000, now = Date.now()) {
   return c;
 }
 
-/** req-0 admitted (held directly), and the lease it opens in the background given time to open. */
+/**
+ * req-0 admitted (held directly), and the lease it opens in the background
+ * waited for (a fixed few milliseconds were not always enough on a busy box).
+ */
 async function firstRequest(billing: Billing): Promise<void> {
   expect((await billing.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-  await sleep(5);
+  for (const deadline = Date.now() + 5000; billing.leased === 0 && Date.now() < deadline; ) await sleep(2);
 }
 
+
+
 /** req-0 held directly, req-1 committed inside the lease it opened; `recall` reaches this one instance (recorded). */
-async function committedOne() {
+async function committedOne(settings = cfg.billing, clock: () => number = Date.now) {
   const { ledger, calls, fail } = await funded(10_000_000);
-  const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+  const billing = new Billing(ledger, settings, journal(), quiet, clock);
   await firstRequest(billing);
   expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true);
   const recalls: string[] = [];
@@ -102,7 +110,8 @@ async function committedOne() {
 describe('Billing with credit leases', () => {
   it('after the first request opens a lease, the next are admitted with no store call, committed inside it; settled out of it; the books are exact; idle gives it back', async () => {
     const { ledger, calls } = await funded(10_000_000);
-    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    let t = Date.now();
+    const billing = new Billing(ledger, idling.billing, journal(), quiet, () => t);
     const hold = holdOf();
     await firstRequest(billing);
     expect(calls.extendLease).toBe(1);
@@ -132,7 +141,10 @@ describe('Billing with credit leases', () => {
     const charges = (await ledger.usageRecords('ten_1', 100)).reduce((s, r) => s + r.cost, 0);
     expect(charges).toBeGreaterThan(0);
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - charges, held: 0, leased: billing.leased });
-    await sleep(600); // idle for longer than idleSeconds
+    await sleep(250); // sweeps (every 100 ms) find it used just now
+    expect(billing.leased).toBeGreaterThan(0);
+    t += 300; // idle for longer than idleSeconds
+    await sleep(250);
     expect(billing.leased).toBe(0);
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - charges, held: 0, leased: 0 });
   });
@@ -284,14 +296,16 @@ describe('Billing with credit leases', () => {
   });
 
   it('a settlement that waits in the journal does not keep its lease alive: going idle, the lease moves the commitment into a hold of its own, which the retried settlement settles', async () => {
-    const { ledger, calls, fail, billing, hold } = await committedOne();
+    let t = Date.now();
+    const { ledger, calls, fail, billing, hold } = await committedOne(idling.billing, () => t);
     billing.claim('ten_1', 'req-1', true);
     fail.add('settle');
     await settle(billing, 'req-1'); // journaled, with its commitment
     expect(calls.moveFromLease ?? 0).toBe(0);
     expect(billing.claim('ten_1', 'req-0')).toBe(true);
     await billing.finish({ principal, ctx: null, requestId: 'req-0', usage: null, startedAt: Date.now() });
-    await sleep(600); // idle for longer than idleSeconds
+    t += 300; // idle for longer than idleSeconds
+    await sleep(250); // a sweep (every 100 ms)
     expect(calls.moveFromLease).toBe(1);
     expect(billing.leased).toBe(0);
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: hold, leased: 0 }); // req-1's own hold
@@ -356,7 +370,7 @@ describe('Billing with credit leases', () => {
     await firstRequest(billing);
     const leased = billing.leased;
     expect(leased).toBeGreaterThan(0);
-    const limited = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 0.2 }, rateLimits: { requestsPerMinute: 1 } });
+    const limited = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 }, rateLimits: { requestsPerMinute: 1 } });
     billing.reconfigure(limited.billing, catalog.all());
     expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true);
     const r = await billing.admit(principal, ctxOf(), 'req-2');
