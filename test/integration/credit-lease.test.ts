@@ -16,7 +16,7 @@ import { sample } from '../harness/metrics.js';
 let gw: TestGateway;
 
 beforeAll(async () => {
-  gw = await startGateway({ store: 'redis', billing: true, config: { billing: { creditCheck: true, creditLease: { enabled: true, requests: 16, headroom: 4, idleSeconds: 1 } } } });
+  gw = await startGateway({ store: 'redis', billing: true, config: { billing: { creditCheck: true, creditLease: { enabled: true, requests: 16, headroom: 4, idleSeconds: 3 } } } });
 });
 afterAll(async () => {
   await gw?.stop();
