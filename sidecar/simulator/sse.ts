@@ -14,6 +14,15 @@ export const SSE_HEADERS = {
   connection: 'keep-alive',
 } as const;
 
+/**
+ * When a wait of ms that starts now should end, on the provider's own clock:
+ * ms after the last wait was due (null: none yet, so ms from now), but at
+ * least 1 ms from now (a stream that fell behind resumes its pace from here).
+ */
+export function nextDue(lastDue: number | null, now: number, ms: number): number {
+  return Math.max((lastDue ?? now) + ms, now + 1);
+}
+
 export class SseWriter {
   /** The response or its connection has closed. */
   closed = false;
@@ -21,6 +30,8 @@ export class SseWriter {
   endedByUs = false;
   private wake: (() => void) | null = null;
   private turns = 0;
+  /** When the last delay was due (performance.now()); null before the first. */
+  private due: number | null = null;
   private readonly sliced: SlicedOutput | null;
 
   constructor(
@@ -67,12 +78,22 @@ export class SseWriter {
    * Waits ms; ends early on close. With 0 it yields to the event loop only
    * every 32 events (enough to notice disconnects on long streams) and
    * returns undefined otherwise, keeping zero-delay streams cheap.
+   *
+   * Delays keep the provider's own clock: each wait ends ms after the last one
+   * was due, not ms after it actually ended, so a timer that fired late (the
+   * machine busy with the gateway the stream goes through) does not push back
+   * the rest of the stream. A stream that fell more than a delay behind (a
+   * slow reader, a stalled machine) sends its next event 1 ms later and keeps
+   * its pace from there, without a burst.
    */
   pause(ms: number): Promise<void> | undefined {
     if (ms <= 0 && ++this.turns % 32 !== 0) return undefined;
     if (ms > 0) {
+      const now = performance.now();
+      const due = nextDue(this.due, now, ms);
+      this.due = due;
       return this.waitFor((resume) => {
-        const t = setTimeout(resume, ms);
+        const t = setTimeout(resume, due - now);
         return () => clearTimeout(t);
       });
     }

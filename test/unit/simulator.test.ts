@@ -1,6 +1,9 @@
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { EventEmitter } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createSimulator, type Simulator } from '../../sidecar/simulator/server.js';
+import { nextDue, SseWriter } from '../../sidecar/simulator/sse.js';
 
 let sim: Simulator;
 let base: string;
@@ -293,6 +296,43 @@ describe('chat completions (streaming)', () => {
     while (!(await reader.read()).done) reads++;
     expect(reads).toBeGreaterThanOrEqual(5); // role, 3 words, finish (+ [DONE])
     expect(Date.now() - started).toBeGreaterThanOrEqual(4 * 40 - 10);
+  });
+});
+
+describe('chunk delays keep the provider\'s clock', () => {
+  it('each wait ends a delay after the last one was due, so a late timer does not push back the rest of the stream', () => {
+    expect(nextDue(null, 1000, 5)).toBe(1005);
+    // The timer fired 3 ms late and the write took 0.5 ms: the next event is still due on the clock.
+    expect(nextDue(1005, 1008.5, 5)).toBe(1010);
+    expect(nextDue(1010, 1010.2, 5)).toBe(1015);
+  });
+
+  it('a stream that fell more than a delay behind resumes 1 ms later and keeps its pace from there, without a burst', () => {
+    const first = nextDue(1015, 1100, 5); // a slow reader held it back 85 ms
+    expect(first).toBe(1101);
+    expect(nextDue(first, 1101.3, 5)).toBe(1106);
+  });
+
+  it('the writer waits on that clock: after a wait that ended 3 ms late, the next 5 ms delay is 2 ms', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const w = new SseWriter(new EventEmitter() as unknown as ServerResponse, () => {});
+      let done = false;
+      const first = w.pause(5)!.then(() => (done = true));
+      await vi.advanceTimersByTimeAsync(5);
+      expect(done).toBe(true);
+      await first;
+      await vi.advanceTimersByTimeAsync(3); // the process was busy: the next wait starts 3 ms after it was due
+      done = false;
+      const second = w.pause(5)!.then(() => (done = true));
+      await vi.advanceTimersByTimeAsync(1);
+      expect(done).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(done).toBe(true);
+      await second;
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
