@@ -91,8 +91,6 @@ async function firstRequest(billing: Billing): Promise<void> {
   for (const deadline = Date.now() + 5000; billing.leased === 0 && Date.now() < deadline; ) await sleep(2);
 }
 
-
-
 /** req-0 held directly, req-1 committed inside the lease it opened; `recall` reaches this one instance (recorded). */
 async function committedOne(settings = cfg.billing, clock: () => number = Date.now) {
   const { ledger, calls, fail } = await funded(10_000_000);
