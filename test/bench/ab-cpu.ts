@@ -26,7 +26,7 @@ import { latencyStats } from './latency.js';
 import { driveGateway } from './gateway-load.js';
 import { procCpuMs } from './proc.js';
 import { envInteger, fmt, table } from './report.js';
-import { CREDIT_GRANT, GATEWAY_VARIANTS } from './targets.js';
+import { CREDIT_GRANT, GATEWAY_VARIANTS, flagsFrom, withSidecarArgs } from './targets.js';
 
 const other = process.argv[2];
 if (!other) {
@@ -41,11 +41,10 @@ type Side = 'this' | 'other';
 
 const startOther = await startGatewayIn(other);
 
-const otherSidecarArgs = (process.env.AB_CPU_OTHER_SIDECAR_ARGS ?? '').split(' ').filter(Boolean);
+const otherSidecarArgs = flagsFrom(process.env.AB_CPU_OTHER_SIDECAR_ARGS);
 
 async function ready(start: StartGateway, sidecarArgs: readonly string[] = []): Promise<TestGateway> {
-  const opts = GATEWAY_VARIANTS.credit.options;
-  const gw = await start(sidecarArgs.length ? { ...opts, nodeArgs: { ...(opts.nodeArgs ?? {}), sidecar: [...(opts.nodeArgs?.sidecar ?? []), ...sidecarArgs] } } : opts);
+  const gw = await start(withSidecarArgs(GATEWAY_VARIANTS.credit.options, sidecarArgs));
   await gw.admin.adjustCredits(gw.tenantId, CREDIT_GRANT, 'ab-grant', 'bench');
   return gw;
 }

@@ -180,6 +180,15 @@ export interface TargetOptions {
   readonly echo?: boolean;
 }
 
+/** Space-separated command-line flags from an environment variable (none when unset). */
+export const flagsFrom = (value: string | undefined): string[] => (value ?? '').split(' ').filter(Boolean);
+
+/** The gateway's options with more Node/V8 flags for its sidecar, after the ones it has. */
+export function withSidecarArgs(opts: GatewayOptions, args: readonly string[]): GatewayOptions {
+  if (!args.length) return opts;
+  return { ...opts, nodeArgs: { ...(opts.nodeArgs ?? {}), sidecar: [...(opts.nodeArgs?.sidecar ?? []), ...args] } };
+}
+
 /**
  * startGateway with cleanups registered; the settlement journal goes to the
  * run's own temporary directory (the default, .run/ in the repository, would
@@ -192,9 +201,8 @@ async function startOneGateway(name: string, opts: GatewayOptions, benchDir: str
   // The processes keep the real temporary directory (tsx's compile cache lives there).
   const env = { ...(opts.env ?? {}), TMPDIR: REAL_TMPDIR };
   // BENCH_SIDECAR_NODE_ARGS: more V8/Node flags for every gateway's sidecar (after its own heap flags), to measure a setting in the full bench.
-  const extra = (process.env.BENCH_SIDECAR_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const nodeArgs = extra.length ? { ...(opts.nodeArgs ?? {}), sidecar: [...(opts.nodeArgs?.sidecar ?? []), ...extra] } : opts.nodeArgs;
-  const gw = await startGateway({ ...opts, env, nodeArgs, config: { ...cfg, billing: { ...billing, journalPath } } });
+  const withArgs = withSidecarArgs(opts, flagsFrom(process.env.BENCH_SIDECAR_NODE_ARGS));
+  const gw = await startGateway({ ...withArgs, env, config: { ...cfg, billing: { ...billing, journalPath } } });
   const runDir = runDirOf(gw);
   // startGateway leaves its temporary run directory behind; this run created it, so it goes too.
   cleanups.push(() => Promise.resolve(rmSync(runDir, { recursive: true, force: true })));
