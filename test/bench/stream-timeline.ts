@@ -18,7 +18,10 @@
  * for every target; where it does not, that part of a later [DONE] is the
  * box, not the gateway.
  *
- *   npx tsx test/bench/stream-timeline.ts     TIMELINE_STREAMS (default 40; the first 5 warm up)
+ *   npx tsx test/bench/stream-timeline.ts     TIMELINE_STREAMS (default 40, measured)
+ *                                             TIMELINE_WARMUP (default 100): streams per target, in turn at
+ *                                             one connection as the measured ones, before them (a path served
+ *                                             one request at a time compiles for its first thousands: warm-up.ts)
  *                                             TIMELINE_TOKENS (default 32)
  *                                             TIMELINE_LOAD_WARMUP_SECONDS (default 5): sliced streams at
  *                                             16 connections to every target first (warm-up.ts; 0: none)
@@ -30,9 +33,9 @@ import { streamBody } from './scenarios.js';
 import { envInteger, fmt, table } from './report.js';
 import { LOAD_WARMUP_SECONDS, warmUnderLoad } from './warm-up.js';
 
-const STREAMS = envInteger('TIMELINE_STREAMS', 40, 6);
+const STREAMS = envInteger('TIMELINE_STREAMS', 40, 1);
 const TOKENS = envInteger('TIMELINE_TOKENS', 32, 6);
-const WARMUP = 5;
+const WARMUP = envInteger('TIMELINE_WARMUP', 100, 0);
 const LOAD_WARMUP = envInteger('TIMELINE_LOAD_WARMUP_SECONDS', LOAD_WARMUP_SECONDS, 0);
 const ALL_EVENTS = process.env.TIMELINE_ALL_EVENTS === '1';
 
@@ -83,7 +86,7 @@ try {
     await warmUnderLoad(spec, 16, LOAD_WARMUP, (status) => (status === 200 ? null : `status ${status}`));
   }
   const runs: number[][][] = targets.map(() => []);
-  for (let seed = 1; seed <= STREAMS; seed++) {
+  for (let seed = 1; seed <= WARMUP + STREAMS; seed++) {
     for (const [i, target] of targets.entries()) {
       const times = await eventTimes(target.url, { 'content-type': 'application/json', ...target.headers }, body(target.model, seed));
       if (seed > WARMUP) runs[i]!.push(times);
@@ -92,7 +95,7 @@ try {
   await new Promise((r) => setTimeout(r, 300)); // the last access-log lines
   const events = Math.min(...runs.flat().map((r) => r.length));
   const cols = ALL_EVENTS ? Array.from({ length: events }, (_, i) => i) : [0, 1, 2, Math.floor(events / 2), events - 3, events - 2, events - 1];
-  const measured = STREAMS - WARMUP;
+  const measured = STREAMS;
   process.stdout.write(`sliced streams of ${TOKENS} tokens, ${measured} each, same seeds, in turn; ms from the request to each complete event (p50)\n`);
   process.stdout.write(
     `${table(

@@ -41,7 +41,6 @@ export function upstreamBody(upstream: Readonly<Record<string, unknown>>, member
 
 function serialised(upstream: Readonly<Record<string, unknown>>, members: readonly string[]): UpstreamBody {
   const bytes = Buffer.from(JSON.stringify(upstream));
-  // No prototype: a member named __proto__ (JSON.parse makes it an own property) stays a member.
   const rest = withoutMembers(upstream, members);
   let framing = 0;
   for (const name of members) {
@@ -83,8 +82,18 @@ function copied(upstream: Readonly<Record<string, unknown>>, members: readonly s
   return { bytes: Buffer.concat(parts), memberBytes };
 }
 
+/**
+ * A plain object, not one without a prototype: JSON.stringify takes V8's fast
+ * path only for the former (about 1 µs against 2 for a chat's rest). A member
+ * named __proto__ (JSON.parse makes it an own property) is defined as an own
+ * property, so it stays a member instead of setting the prototype.
+ */
 function withoutMembers(upstream: Readonly<Record<string, unknown>>, members: readonly string[]): Record<string, unknown> {
-  const rest: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-  for (const name of Object.keys(upstream)) if (!members.includes(name)) rest[name] = upstream[name];
+  const rest: Record<string, unknown> = {};
+  for (const name of Object.keys(upstream)) {
+    if (members.includes(name)) continue;
+    if (name === '__proto__') Object.defineProperty(rest, name, { value: upstream[name], enumerable: true, writable: true, configurable: true });
+    else rest[name] = upstream[name];
+  }
   return rest;
 }
