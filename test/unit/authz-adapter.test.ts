@@ -21,6 +21,7 @@ import { Gate } from '../../sidecar/src/domain/gate.js';
 import { AuthorizationService, CheckRequest, type CheckResponse } from '../../sidecar/src/generated/envoy/service/auth/v3/external_auth.js';
 import type { KeyRecord } from '../../sidecar/src/store/contract.js';
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
+import { until } from '../harness/until.js';
 
 const CLIENT = '203.0.113.7';
 const LISTENER = '198.51.100.20';
@@ -130,8 +131,12 @@ describe('ext_authz adapter: a check Envoy stopped waiting for', () => {
       new SettlementJournal(join(sub, 'journal.jsonl')), { settled: () => {}, failed: () => {} });
     const authorizer = new Authorizer({ brand: 'svc', findKey: async (h) => keys.get(h) ?? null, verifySession: async () => null });
     const gate = new Gate(authorizer, billing, { catalog: new Catalog(cfg.models, 'svc'), defaultTemperature: 0.7, maxEmbeddingInputs: 256, maxRequestBytes: 1 << 20 }, '/v1', cfg.limits.maxRequestHeaders);
-    // The gate finishes (and places the hold) 300 ms after the call arrives.
-    const slowGate = { check: async (r: Parameters<Gate['check']>[0]) => (await sleep(300), gate.check(r)), authenticate: gate.authenticate.bind(gate) } as unknown as Gate;
+    // The gate finishes (and places the hold) 300 ms after the call arrives; the late one's 1.5 s, past its
+    // 1 s deadline (long enough for the call to reach the server first, even on a loaded box).
+    const slowGate = {
+      check: async (r: Parameters<Gate['check']>[0]) => (await sleep(r.requestId === 'req-late' ? 1_500 : 300), gate.check(r)),
+      authenticate: gate.authenticate.bind(gate),
+    } as unknown as Gate;
     const released: string[] = [];
     const authz = createAuthorizationService({
       gate: slowGate,
@@ -149,14 +154,17 @@ describe('ext_authz adapter: a check Envoy stopped waiting for', () => {
     const client = new Client(address, credentials.createInsecure()) as unknown as {
       check(req: CheckRequest, opts: { deadline: number }, cb: (err: ServiceError | null, res: CheckResponse) => void): void;
       close(): void;
+      waitForReady(deadline: number, cb: (err?: Error) => void): void;
     };
     const call = (req: CheckRequest, deadlineMs: number) =>
       new Promise<ServiceError | CheckResponse>((resolve) => client.check(req, { deadline: Date.now() + deadlineMs }, (err, res) => resolve(err ?? res)));
     try {
       const key = newKey(null);
-      const late = await call(chat(key, 'req-late'), 100);
+      // Connected first: the deadline is then all the call's own.
+      await new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + 5_000, (err) => (err ? reject(err) : resolve())));
+      const late = await call(chat(key, 'req-late'), 1_000);
       expect((late as ServiceError).code).toBe(4); // DEADLINE_EXCEEDED: Envoy would answer 503
-      await sleep(500);
+      await until('the late check to finish', () => released.length > 0);
       expect(released).toEqual(['req-late']);
       expect((await ledger.account('ten_1', PERIOD())).held).toBe(0);
 

@@ -36,13 +36,23 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function deafenable(inner: Broadcast) {
   let deaf = false;
   const listeners: Array<(m: string | null) => void> = [];
+  /** Subscribed (Redis confirmed it); reads of the latest publication under way, and answered. */
+  let subscribed = false;
+  let looking = 0;
+  let looked = 0;
   const broadcast: Broadcast = {
     publish: (t, m) => inner.publish(t, m),
     publishRetained: (t, m) => inner.publishRetained(t, m),
-    latest: (t) => inner.latest(t),
+    latest(t) {
+      looking++;
+      const read = inner.latest(t);
+      void read.then(() => looked++, () => {}).finally(() => looking--);
+      return read;
+    },
     subscribe(topic, listener) {
       listeners.push(listener);
       inner.subscribe(topic, (m) => {
+        if (m === null) subscribed = true;
         if (!deaf) listener(m);
       });
     },
@@ -50,6 +60,8 @@ function deafenable(inner: Broadcast) {
   };
   return {
     broadcast,
+    /** Subscribed, and the first look at what was published before has answered, with none still under way. */
+    settled: () => subscribed && looked > 0 && looking === 0,
     deafen: () => (deaf = true),
     /** The subscription is back: listeners are told they may have missed messages. */
     resubscribe: () => {
@@ -65,7 +77,8 @@ async function instance(brand: string, load: () => Config = () => base) {
   const wire = deafenable(createBroadcast(cfgFor(brand)));
   const live = new LiveConfig(base);
   const reloader = new ConfigReloader({ live, log: silent, broadcast: wire.broadcast, load, applied: () => {} });
-  await sleep(150); // subscribed, first look at what was published before
+  // Subscribed, first look at what was published before (a fresh connection: how long it takes is the box's).
+  if (!(await until(wire.settled, 5000))) throw new Error('the instance never subscribed to the broadcast');
   return { ...wire, live, reloader };
 }
 

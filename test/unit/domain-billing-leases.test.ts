@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import type { Config } from '../../sidecar/src/config/schema.js';
@@ -27,10 +27,13 @@ import { InsufficientBalanceError, type Ledger } from '../../sidecar/src/store/l
 import { createMemoryLedger } from '../../sidecar/src/store/memory-ledger.js';
 
 const base = defaultConfig('svc');
+// Nothing here runs out by the wall clock (a loaded box can stall a test's few-millisecond sleep for
+// longer than a short idle time or grace period): an unclaimed hold is kept for ten minutes (the tests
+// of the claim grace set 1 s and move fake timers), leases never go idle (the tests of idling use
+// `idling` with a clock they move), and a test that needs requests committed inside a lease gives
+// Billing a clock that stands still (a lease commits only while confirmed within CONFIRMED_WITHIN_MS).
 const configWith = (billing: Record<string, unknown>): Config =>
-  parseConfig({ ...base, billing: { ...(base.billing as object), creditCheck: true, claimGraceSeconds: 1, ...billing } });
-// Leases here never go idle by the wall clock (a loaded box can stall a test's few-millisecond sleep
-// for longer than a short idle time): the tests of idling use `idling` with a clock they move.
+  parseConfig({ ...base, billing: { ...(base.billing as object), creditCheck: true, claimGraceSeconds: 600, ...billing } });
 const cfg = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } });
 const idling = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 0.2 } });
 const catalog = new Catalog(cfg.models, 'svc');
@@ -51,6 +54,23 @@ afterAll(() => rmSync(journals, { recursive: true, force: true }));
 const journal = () => new SettlementJournal(join(mkdtempSync(join(journals, 'j-')), 'journal.jsonl'));
 const quiet = { settled: () => {}, failed: () => {} };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A clock that stands still at the time it was made (the test moves nothing with it). */
+const still = (): (() => number) => {
+  const t = Date.now();
+  return () => t;
+};
+/** Runs `test` with setTimeout on a fake clock (the claim grace's timers); `advance` moves it. */
+async function withFakeTimeouts(test: (advance: (ms: number) => Promise<void>) => Promise<void>): Promise<void> {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  try {
+    await test(async (ms) => {
+      await vi.advanceTimersByTimeAsync(ms);
+      await new Promise((r) => setImmediate(r)); // what the timers started, on the memory ledger, is done
+    });
+  } finally {
+    vi.useRealTimers();
+  }
+}
 const PERIOD = new Date().toISOString().slice(0, 7);
 const usage = { promptTokens: 10, completionTokens: 5, totalTokens: 15, estimated: false };
 
@@ -92,7 +112,7 @@ async function firstRequest(billing: Billing): Promise<void> {
 }
 
 /** req-0 held directly, req-1 committed inside the lease it opened; `recall` reaches this one instance (recorded). */
-async function committedOne(settings = cfg.billing, clock: () => number = Date.now) {
+async function committedOne(settings = cfg.billing, clock: () => number = still()) {
   const { ledger, calls, fail } = await funded(10_000_000);
   const billing = new Billing(ledger, settings, journal(), quiet, clock);
   await firstRequest(billing);
@@ -189,7 +209,7 @@ describe('Billing with credit leases', () => {
 
   it('a cap set after the lease was granted: the next settlement out of it reports it stale, it goes back once the requests in it moved out, and admissions are held directly again', async () => {
     const { ledger, calls } = await funded(10_000_000);
-    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet, still());
     const hold = holdOf();
     await firstRequest(billing);
     expect(billing.leased).toBeGreaterThan(0);
@@ -214,7 +234,7 @@ describe('Billing with credit leases', () => {
 
   it('a deduct never takes leased credit: refused with `leased` until the lease is recalled (what is committed in it moves out first), then it applies', async () => {
     const { ledger, calls } = await funded(10_000_000);
-    const billing = new Billing(ledger, cfg.billing, journal(), quiet);
+    const billing = new Billing(ledger, cfg.billing, journal(), quiet, still());
     const hold = holdOf();
     await firstRequest(billing);
     expect((await billing.admit(principal, ctxOf(), 'req-1')).ok).toBe(true); // committed
@@ -314,34 +334,36 @@ describe('Billing with credit leases', () => {
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - rec!.cost, held: 0, leased: 0 });
   });
 
-  it('a commitment nobody processed: after the claim grace its tombstone is written and it goes back to the lease; one another process moved out does not', async () => {
-    const { ledger } = await funded(10_000_000);
-    const slowIdle = configWith({ creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } }).billing;
-    const authzSide = new Billing(ledger, slowIdle, journal(), quiet, Date.now, 'inst-a');
-    const procSide = new Billing(ledger, slowIdle, journal(), quiet, Date.now, 'inst-b');
-    const hold = holdOf();
-    expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    expect(authzSide.claim('ten_1', 'req-0')).toBe(true);
-    await sleep(5);
-    const full = authzSide.leased;
-    const lost = await authzSide.admit(principal, ctxOf(), 'req-lost');
-    const taken = await authzSide.admit(principal, ctxOf(300), 'req-taken'); // a different amount: each is told apart
-    if (!lost.ok || !taken.ok || !taken.admitted.lease) throw new Error('not committed');
-    const bigger = holdOf(300);
-    await sleep(5); // the lease may grow meanwhile
-    const before = authzSide.leased;
-    expect(before).toBeLessThan(full + 8 * bigger);
-    expect(procSide.claim('ten_1', 'req-taken', true, { id: taken.admitted.lease, amount: bigger })).toBe(false);
-    expect(await procSide.confirmation('req-taken')).toBeNull();
-    await sleep(1300);
-    expect(authzSide.leased).toBe(before + hold); // req-lost's back; req-taken's left the lease in the store
-    expect(await ledger.moveFromLease({ tenantId: 'ten_1', leaseId: taken.admitted.lease, requestId: 'req-lost', keyId: null, amount: hold, period: PERIOD, holdTtlSeconds: 60, leaseSeconds: 15, owner: 'x', now: Date.now(), admitted: true })).toBe('exists');
-    await settle(procSide, 'req-taken', ctxOf(300));
-    await settle(authzSide, 'req-0');
-    await authzSide.stopLeasing();
-    const charges = (await ledger.usageRecords('ten_1', 100)).reduce((sum, r) => sum + r.cost, 0);
-    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - charges, held: 0, leased: 0 });
-  });
+  it('a commitment nobody processed: after the claim grace its tombstone is written and it goes back to the lease; one another process moved out does not', () =>
+    withFakeTimeouts(async (advance) => {
+      const { ledger } = await funded(10_000_000);
+      const slowIdle = configWith({ claimGraceSeconds: 1, creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } }).billing;
+      const clock = still();
+      const authzSide = new Billing(ledger, slowIdle, journal(), quiet, clock, 'inst-a');
+      const procSide = new Billing(ledger, slowIdle, journal(), quiet, clock, 'inst-b');
+      const hold = holdOf();
+      expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
+      expect(authzSide.claim('ten_1', 'req-0')).toBe(true);
+      await advance(5);
+      const full = authzSide.leased;
+      const lost = await authzSide.admit(principal, ctxOf(), 'req-lost');
+      const taken = await authzSide.admit(principal, ctxOf(300), 'req-taken'); // a different amount: each is told apart
+      if (!lost.ok || !taken.ok || !taken.admitted.lease) throw new Error('not committed');
+      const bigger = holdOf(300);
+      await advance(5); // the lease may grow meanwhile
+      const before = authzSide.leased;
+      expect(before).toBeLessThan(full + 8 * bigger);
+      expect(procSide.claim('ten_1', 'req-taken', true, { id: taken.admitted.lease, amount: bigger })).toBe(false);
+      expect(await procSide.confirmation('req-taken')).toBeNull();
+      await advance(1300); // authzSide's grace passes
+      expect(authzSide.leased).toBe(before + hold); // req-lost's back; req-taken's left the lease in the store
+      expect(await ledger.moveFromLease({ tenantId: 'ten_1', leaseId: taken.admitted.lease, requestId: 'req-lost', keyId: null, amount: hold, period: PERIOD, holdTtlSeconds: 60, leaseSeconds: 15, owner: 'x', now: Date.now(), admitted: true })).toBe('exists');
+      await settle(procSide, 'req-taken', ctxOf(300));
+      await settle(authzSide, 'req-0');
+      await authzSide.stopLeasing();
+      const charges = (await ledger.usageRecords('ten_1', 100)).reduce((sum, r) => sum + r.cost, 0);
+      expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ balance: 10_000_000 - charges, held: 0, leased: 0 });
+    }));
 
   it('a direct hold says so (not leased); it leaves an open lease alone; a refusal without a lease asks the store once', async () => {
     const { ledger, calls } = await funded(100_000_000);
@@ -584,45 +606,48 @@ describe('Billing with credit leases', () => {
     expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() * 3, leased: billing.leased });
   });
 
-  it('committed in one instance\'s lease, processed by another: that one moves it out into a claimed hold; one nobody processed goes back to the lease', async () => {
-    const { ledger } = await funded(10_000_000);
-    const authzSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-a');
-    const procSide = new Billing(ledger, cfg.billing, journal(), quiet, Date.now, 'inst-b');
-    expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
-    await sleep(5);
-    const r1 = await authzSide.admit(principal, ctxOf(), 'req-1');
-    expect(r1).toMatchObject({ ok: true, admitted: { leased: true } });
-    if (!r1.ok || !r1.admitted.lease) throw new Error('not committed');
-    const commitment = { id: r1.admitted.lease, amount: r1.admitted.held };
-    expect((await authzSide.admit(principal, ctxOf(), 'req-lost')).ok).toBe(true); // nobody will process it
-    // A cap change since (the lease is stale): a request admitted before still moves out.
-    await ledger.setCap('ten_1', 1_000_000_000);
-    // The other instance moves it out of the first one's lease (named in the metadata) before it goes on.
-    expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
-    expect(await procSide.confirmation('req-1')).toBeNull();
-    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() * 2 });
-    // A missing lease or request refuses.
-    expect(procSide.claim('ten_1', 'req-nolease', true, { id: 'lease.none', amount: 1 })).toBe(false);
-    expect((await procSide.confirmation('req-nolease'))?.entry.code).toBe('credits_unavailable');
-    expect(procSide.claim('ten_1', 'req-unknown', true)).toBe(false);
-    expect((await procSide.confirmation('req-unknown'))?.entry.code).toBe('credits_unavailable');
-    await procSide.finish({ principal, ctx: null, requestId: 'req-unknown', usage: null, startedAt: Date.now() });
-    await sleep(1300); // authzSide's grace passes: the claimed hold stays; req-lost's commitment goes back to the lease
-    expect(authzSide.inFlight.unclaimed).toBe(0);
-    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() }); // req-1's, claimed there (req-0 released)
-    // Claimed there: a second claim (a retried stream) finds the hold.
-    expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
-    expect(await procSide.confirmation('req-1')).toBeNull();
-    await settle(procSide, 'req-1');
-    const [rec] = await ledger.usageRecords('ten_1', 1);
-    expect(rec?.requestId).toBe('req-1');
-    // req-lost's tombstone: nothing can move it out any more.
-    expect(procSide.claim('ten_1', 'req-lost', true, commitment)).toBe(false);
-    expect((await procSide.confirmation('req-lost'))?.entry.code).toBe('credits_unavailable');
-    await authzSide.stopLeasing();
-    // req-0 was never claimed: released after the grace. Nothing else is held.
-    expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: 0, leased: 0, balance: 10_000_000 - rec!.cost });
-  });
+  it('committed in one instance\'s lease, processed by another: that one moves it out into a claimed hold; one nobody processed goes back to the lease', () =>
+    withFakeTimeouts(async (advance) => {
+      const { ledger } = await funded(10_000_000);
+      const graceful = configWith({ claimGraceSeconds: 1, creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } }).billing;
+      const clock = still();
+      const authzSide = new Billing(ledger, graceful, journal(), quiet, clock, 'inst-a');
+      const procSide = new Billing(ledger, graceful, journal(), quiet, clock, 'inst-b');
+      expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
+      await advance(5);
+      const r1 = await authzSide.admit(principal, ctxOf(), 'req-1');
+      expect(r1).toMatchObject({ ok: true, admitted: { leased: true } });
+      if (!r1.ok || !r1.admitted.lease) throw new Error('not committed');
+      const commitment = { id: r1.admitted.lease, amount: r1.admitted.held };
+      expect((await authzSide.admit(principal, ctxOf(), 'req-lost')).ok).toBe(true); // nobody will process it
+      // A cap change since (the lease is stale): a request admitted before still moves out.
+      await ledger.setCap('ten_1', 1_000_000_000);
+      // The other instance moves it out of the first one's lease (named in the metadata) before it goes on.
+      expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
+      expect(await procSide.confirmation('req-1')).toBeNull();
+      expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() * 2 });
+      // A missing lease or request refuses.
+      expect(procSide.claim('ten_1', 'req-nolease', true, { id: 'lease.none', amount: 1 })).toBe(false);
+      expect((await procSide.confirmation('req-nolease'))?.entry.code).toBe('credits_unavailable');
+      expect(procSide.claim('ten_1', 'req-unknown', true)).toBe(false);
+      expect((await procSide.confirmation('req-unknown'))?.entry.code).toBe('credits_unavailable');
+      await procSide.finish({ principal, ctx: null, requestId: 'req-unknown', usage: null, startedAt: Date.now() });
+      await advance(1300); // authzSide's grace passes: the claimed hold stays; req-lost's commitment goes back to the lease
+      expect(authzSide.inFlight.unclaimed).toBe(0);
+      expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: holdOf() }); // req-1's, claimed there (req-0 released)
+      // Claimed there: a second claim (a retried stream) finds the hold.
+      expect(procSide.claim('ten_1', 'req-1', true, commitment)).toBe(false);
+      expect(await procSide.confirmation('req-1')).toBeNull();
+      await settle(procSide, 'req-1');
+      const [rec] = await ledger.usageRecords('ten_1', 1);
+      expect(rec?.requestId).toBe('req-1');
+      // req-lost's tombstone: nothing can move it out any more.
+      expect(procSide.claim('ten_1', 'req-lost', true, commitment)).toBe(false);
+      expect((await procSide.confirmation('req-lost'))?.entry.code).toBe('credits_unavailable');
+      await authzSide.stopLeasing();
+      // req-0 was never claimed: released after the grace. Nothing else is held.
+      expect(await ledger.account('ten_1', PERIOD)).toMatchObject({ held: 0, leased: 0, balance: 10_000_000 - rec!.cost });
+    }));
 
   it('property: any mix of admissions, settlements and releases across tenants, then a stop: nothing held, balance = grants - charges = usage', async () => {
     type Step = { tenant: number; maxTokens: number; end: 'settle' | 'release' | 'open' };

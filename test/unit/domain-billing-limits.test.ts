@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { defaultConfig } from '../../sidecar/src/config/defaults.js';
 import { parseConfig } from '../../sidecar/src/config/load.js';
 import type { Config } from '../../sidecar/src/config/schema.js';
@@ -292,13 +292,19 @@ describe('counts and events', () => {
 
 describe('timing and concurrency guards', () => {
   it('an unclaimed hold is kept for the claim grace period, not released at once', async () => {
-    const ledger = await funded(createMemoryLedger());
-    const billing = new Billing(ledger, configWith({ claimGraceSeconds: 1 }).billing, journal(), recorder().events);
-    await billing.admit(keyOf('key_a'), ctxOf(10), 'r1');
-    await new Promise((r) => setTimeout(r, 100));
-    expect((await ledger.account('ten_1', PERIOD(Date.now()))).held).toBeGreaterThan(0);
-    await billing.releaseAllUnclaimed();
-    expect((await ledger.account('ten_1', PERIOD(Date.now()))).held).toBe(0);
+    // The grace timer on a clock the test moves: a stalled box cannot run a wall-clock second out.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const ledger = await funded(createMemoryLedger());
+      const billing = new Billing(ledger, configWith({ claimGraceSeconds: 1 }).billing, journal(), recorder().events);
+      await billing.admit(keyOf('key_a'), ctxOf(10), 'r1');
+      await vi.advanceTimersByTimeAsync(100);
+      expect((await ledger.account('ten_1', PERIOD(Date.now()))).held).toBeGreaterThan(0);
+      await billing.releaseAllUnclaimed();
+      expect((await ledger.account('ten_1', PERIOD(Date.now()))).held).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a retry while one is running does not run twice (-1); with nothing journaled it is 0', async () => {

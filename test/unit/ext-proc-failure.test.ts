@@ -19,6 +19,7 @@ import { admitBody } from '../../sidecar/src/domain/admission.js';
 import { Errors, gatewayError, type GatewayError } from '../../sidecar/src/domain/errors.js';
 import type { ExchangeSummary } from '../../sidecar/src/domain/exchange.js';
 import { ExternalProcessorService, ProcessingRequest, type ProcessingResponse } from '../../sidecar/src/generated/envoy/service/ext_proc/v3/external_processor.js';
+import { until } from '../harness/until.js';
 
 const cfg = parseConfig(defaultConfig('svc'));
 const catalog = new Catalog(cfg.models, 'svc');
@@ -138,7 +139,7 @@ describe('ext_proc adapter, a hold moved out of a credit lease', () => {
     const call = open();
     const answer = firstAnswer(call);
     call.write(chatRequestBody('req-leased-ok', { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }, true));
-    for (let i = 0; i < 50 && !confirmations.has('req-leased-ok'); i++) await new Promise((r) => setTimeout(r, 10));
+    await until('the claim', () => confirmations.has('req-leased-ok')); // a new connection, then the first message
     expect(claims).toContainEqual({ requestId: 'req-leased-ok', leased: true });
     const early = await Promise.race([answer, new Promise<null>((r) => setTimeout(() => r(null), 100))]);
     expect(early).toBeNull();
@@ -156,7 +157,7 @@ describe('ext_proc adapter, a hold moved out of a credit lease', () => {
     const call = open();
     const answer = firstAnswer(call);
     call.write(chatRequestBody(id, { model: 'svc-core', messages: [{ role: 'user', content: 'hi' }] }, true));
-    for (let i = 0; i < 50 && !confirmations.has(id); i++) await new Promise((r) => setTimeout(r, 10));
+    await until('the claim', () => confirmations.has(id));
     confirmations.get(id)!(gatewayError(entry));
     const r = await answer;
     expect(r.immediateResponse?.status?.code).toBe(status);

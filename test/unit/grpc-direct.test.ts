@@ -17,6 +17,7 @@ import {
 } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { directBidi, directCalls, directUnary, type BidiCall, type UnaryCall } from '../../sidecar/src/adapters/grpc-direct.js';
+import { until } from '../harness/until.js';
 
 const text = { serialize: (s: string) => Buffer.from(s), deserialize: (b: Buffer) => b.toString() };
 const method = (name: string, stream: boolean) => ({
@@ -35,6 +36,8 @@ const seen = new Map<string, string[]>();
 const note = (id: string, what: string) => seen.set(id, [...(seen.get(id) ?? []), what]);
 /** Unary calls held open by "wait": answered when the test says so. */
 const held = new Map<string, () => void>();
+/** Those calls themselves (whether they are cancelled yet). */
+const waiting = new Map<string, UnaryCall<string>>();
 
 /** The bidi handler: echoes each message upper-cased; a few messages are commands. */
 function chat(call: BidiCall<string>) {
@@ -69,6 +72,7 @@ function ask(call: UnaryCall<string>, respond: (err: { code: status; details: st
   if (m === 'throw') throw new Error('handler exploded');
   if (m === 'refuse') return respond({ code: status.PERMISSION_DENIED, details: 'no' }, null);
   if (m.startsWith('wait')) {
+    waiting.set(m, call);
     held.set(m, () => {
       note(m, `cancelled ${String(call.cancelled)}`);
       respond(null, 'late');
@@ -125,14 +129,13 @@ async function converse(messages: string[], halfClose = true): Promise<{ answers
   return { answers, ...s };
 }
 
-const settle = () => new Promise((r) => setTimeout(r, 50));
-
 describe('a bidi call served from the call listener', () => {
   it('gets every message in order, then the half-close; its answers arrive in order with an OK status', async () => {
     const r = await converse(['one', 'two', 'three']);
     expect(r.answers).toEqual(['ONE', 'TWO', 'THREE']);
     expect(r.code).toBe(status.OK);
-    await settle();
+    // The server learns that the call is over a turn or more after the client has its status.
+    await until("the server's end of the call", () => seen.get('one')?.includes('cancelled') === true);
     expect(seen.get('one')).toEqual(['message one', 'message two', 'message three', 'half-closed', 'cancelled']);
   });
 
@@ -163,7 +166,7 @@ describe('a bidi call served from the call listener', () => {
     call.write('gone');
     await first;
     call.cancel();
-    await settle();
+    await until('the cancel to reach the handler', () => seen.get('gone')?.includes('cancelled') === true);
     // grpc-js reports the reset stream's end as a half-close first (as it did to its own stream).
     const events = seen.get('gone') ?? [];
     expect(events[0]).toBe('message gone');
@@ -198,16 +201,18 @@ describe('a unary call served from the call listener', () => {
   });
 
   it('past its deadline: the handler sees the call cancelled, and its late answer goes nowhere', async () => {
-    const r = await askIt('wait-deadline', Date.now() + 100);
+    // A deadline the request reaches the server well within, even on a loaded box.
+    const r = await askIt('wait-deadline', Date.now() + 1_000);
     expect(r.err?.code).toBe(status.DEADLINE_EXCEEDED);
-    await settle();
+    // The server's own deadline (or the client's reset) may land a turn after the client gave up.
+    await until('the server to see the deadline pass', () => waiting.get('wait-deadline')?.cancelled === true);
     held.get('wait-deadline')?.();
     expect(seen.get('wait-deadline')).toEqual(['request wait-deadline metadata md-wait-deadline', 'cancelled true']);
   });
 
   it('answered in time: not cancelled', async () => {
     const pending = askIt('wait-in-time');
-    await settle();
+    await until('the request to reach the handler', () => held.has('wait-in-time'));
     held.get('wait-in-time')?.();
     const r = await pending;
     expect(r.res).toBe('late');

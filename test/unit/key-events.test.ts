@@ -3,6 +3,7 @@ import type { Config } from '../../sidecar/src/config/schema.js';
 import { createBroadcast, createKeyEvents, parseRetained, type KeyEvents } from '../../sidecar/src/store/key-events.js';
 import { type RedisServer, startRedis } from '../harness/redis.js';
 import { type RedisCluster, startRedisCluster } from '../harness/redis-cluster.js';
+import { until } from '../harness/until.js';
 
 /** Revocation messages between instances, over a real redis-server. */
 let redis: RedisServer;
@@ -97,6 +98,8 @@ describe('key events on a Redis Cluster', () => {
         seq = await publisher.publishRetained('retained-test', 'payload');
         await sleep(100);
       }
+      // An earlier publication may have been the one heard first: the last one follows (subscribed by now).
+      await until('the last publication to be delivered', () => seen.some((m) => parseRetained(m)?.seq === seq));
       expect(seen.map((m) => parseRetained(m))).toContainEqual({ seq, message: 'payload' });
       expect(await listener.latest('retained-test')).toEqual({ seq, message: 'payload' });
     } finally {
