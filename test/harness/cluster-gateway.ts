@@ -8,13 +8,15 @@ import { afterAll, beforeAll } from 'vitest';
 import { startGateway, type TestGateway } from './gateway.js';
 import { type RedisCluster, startRedisCluster } from './redis-cluster.js';
 
-async function startReplicatedClusterGateway(): Promise<{ cluster: RedisCluster; gw: TestGateway }> {
-  const cluster = await startRedisCluster({ replicas: 1 });
+async function startReplicatedClusterGateway(nodeTimeoutMs?: number): Promise<{ cluster: RedisCluster; gw: TestGateway }> {
+  const cluster = await startRedisCluster({ replicas: 1, nodeTimeoutMs });
   try {
     const gw = await startGateway({
       config: {
         store: { kind: 'redis-cluster', nodes: cluster.urls, replicaAcks: 1 },
         billing: { creditCheck: true },
+        // Answers the provider takes seconds for (in flight while a node dies) never meet the idle timeout.
+        upstream: { idleTimeoutMs: 30_000 },
       },
     });
     return { cluster, gw };
@@ -36,11 +38,14 @@ export async function grantWhenReplicated(gw: TestGateway, amount: number, idemp
   }
 }
 
-/** Registers the suite's hooks: such a gateway before all its tests, stopped (with its cluster) after. */
-export function useReplicatedClusterGateway(): { readonly cluster: RedisCluster; readonly gw: TestGateway } {
+/**
+ * Registers the suite's hooks: such a gateway before all its tests, stopped (with its cluster) after.
+ * `nodeTimeoutMs`: the cluster's node timeout (startRedisCluster).
+ */
+export function useReplicatedClusterGateway(opts: { nodeTimeoutMs?: number } = {}): { readonly cluster: RedisCluster; readonly gw: TestGateway } {
   const state = {} as { cluster: RedisCluster; gw: TestGateway };
   beforeAll(async () => {
-    Object.assign(state, await startReplicatedClusterGateway());
+    Object.assign(state, await startReplicatedClusterGateway(opts.nodeTimeoutMs));
   }, 60_000);
   afterAll(async () => {
     await state.gw?.stop();

@@ -16,7 +16,7 @@ import { type Instance, START_ATTEMPTS, exited, findRedisServer, spawnRedis, wai
 
 const run = promisify(execFile);
 
-/** How long a silent master is tolerated before its replica takes over (ms). */
+/** How long a silent master is tolerated before its replica takes over (ms), unless startRedisCluster is told otherwise. */
 export const CLUSTER_NODE_TIMEOUT_MS = 1_000;
 const FORM_TIMEOUT_MS = 30_000;
 
@@ -57,11 +57,11 @@ async function redisCli(...args: string[]): Promise<string> {
  * another process may hold). Another process can grab either port between the
  * pick and the bind: on "in use" it tries fresh ports.
  */
-async function spawnClusterNode(bin: string, dir: string): Promise<[number, number, Instance]> {
+async function spawnClusterNode(bin: string, dir: string, nodeTimeoutMs: number): Promise<[number, number, Instance]> {
   for (let attempt = 1; ; attempt++) {
     const [port, busPort] = await Promise.all([freePort(), freePort()]);
     if (port === busPort) continue;
-    const instance = spawnNodeOn(bin, dir, port, busPort);
+    const instance = spawnNodeOn(bin, dir, port, busPort, nodeTimeoutMs);
     try {
       await waitReady(instance, port);
       return [port, busPort, instance];
@@ -73,19 +73,24 @@ async function spawnClusterNode(bin: string, dir: string): Promise<[number, numb
 }
 
 /** A cluster node on these ports; its nodes-<port>.conf in `dir` makes a restarted node rejoin as what it was. */
-function spawnNodeOn(bin: string, dir: string, port: number, busPort: number): Instance {
+function spawnNodeOn(bin: string, dir: string, port: number, busPort: number, nodeTimeoutMs: number): Instance {
   return spawnRedis(bin, port, dir, { extraArgs: [
     '--cluster-enabled', 'yes',
     '--cluster-port', String(busPort),
     '--cluster-config-file', `nodes-${port}.conf`,
-    '--cluster-node-timeout', String(CLUSTER_NODE_TIMEOUT_MS),
+    '--cluster-node-timeout', String(nodeTimeoutMs),
     // A replica of a killed master must take over however recently it synced.
     '--cluster-replica-validity-factor', '0',
   ] });
 }
 
-export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promise<RedisCluster> {
+/**
+ * `nodeTimeoutMs`: how long a silent node is tolerated (default CLUSTER_NODE_TIMEOUT_MS); a
+ * killed master's replica takes over somewhat more than this after the kill.
+ */
+export async function startRedisCluster(opts: { replicas?: 0 | 1; nodeTimeoutMs?: number } = {}): Promise<RedisCluster> {
   const replicas = opts.replicas ?? 0;
+  const nodeTimeoutMs = opts.nodeTimeoutMs ?? CLUSTER_NODE_TIMEOUT_MS;
   const count = 3 * (1 + replicas);
   const bin = findRedisServer();
   const dir = mkdtempSync(join(tmpdir(), 'store-test-cluster-'));
@@ -105,7 +110,7 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
 
   try {
     for (let n = 0; n < count; n++) {
-      const [port, busPort, instance] = await spawnClusterNode(bin, dir);
+      const [port, busPort, instance] = await spawnClusterNode(bin, dir, nodeTimeoutMs);
       instances.set(port, instance);
       busPorts.set(port, busPort);
     }
@@ -181,7 +186,7 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1 } = {}): Promis
       const busPort = busPorts.get(port);
       if (!old || busPort === undefined) throw new Error(`no cluster node on port ${port}`);
       if (!exited(old.child)) throw new Error(`cluster node ${port} is still running`);
-      const instance = spawnNodeOn(bin, dir, port, busPort);
+      const instance = spawnNodeOn(bin, dir, port, busPort, nodeTimeoutMs);
       instances.set(port, instance);
       await waitReady(instance, port);
     },

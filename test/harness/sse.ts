@@ -14,7 +14,7 @@ export async function readSse(
   url: string,
   body: unknown,
   key: string,
-  opts: { abortAfterEvents?: number; abortAfterMs?: number; timeoutMs?: number } = {},
+  opts: { abortAfterEvents?: number; abortAfterMs?: number; timeoutMs?: number; onEvent?: (event: string) => void } = {},
 ): Promise<SseRead> {
   const started = performance.now();
   const ctrl = new AbortController();
@@ -47,6 +47,7 @@ export async function readSse(
           if (line.startsWith('data: ')) {
             out.events.push(line.slice(6));
             out.times.push(performance.now() - started);
+            opts.onEvent?.(line.slice(6));
           }
         }
       }

@@ -7,6 +7,7 @@ import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { dumpRedis } from '../harness/redis.js';
 import { call, expectEnvelope, post } from '../harness/http.js';
 import { readSse } from '../harness/sse.js';
+import { until } from '../harness/until.js';
 import { CONFIRMED_WITHIN_MS } from '../../sidecar/src/domain/billing/credit-leases.js';
 import { encodeFacts } from '../../sidecar/src/domain/billing/settlement-record.js';
 
@@ -15,7 +16,9 @@ let gw: TestGateway;
 const TOP_UP = 'https://pay.example.test/top-up';
 
 beforeAll(async () => {
-  gw = await startGateway({ store: 'redis', config: { billing: { creditCheck: true, topUpUrl: TOP_UP } } });
+  // The provider takes 4 s for some answers below (requests still in flight while the test looks at
+  // their holds, even on a stalled box): an idle timeout well above that.
+  gw = await startGateway({ store: 'redis', config: { upstream: { idleTimeoutMs: 30_000 }, billing: { creditCheck: true, topUpUrl: TOP_UP } } });
 });
 afterAll(async () => {
   await gw?.stop();
@@ -46,10 +49,7 @@ async function settled(tenant: string, timeoutMs = 15_000) {
 /** What the tenant has on hold once the first hold appears (a request in flight). */
 async function firstHold(tenant: string): Promise<number> {
   let held = 0;
-  for (let i = 0; i < 50 && held === 0; i++) {
-    held = (await gw.admin.account(tenant)).held;
-    if (held === 0) await new Promise((r) => setTimeout(r, 20));
-  }
+  await until('a hold', async () => (held = (await gw.admin.account(tenant)).held) > 0, 10_000);
   return held;
 }
 
@@ -75,7 +75,7 @@ async function usageCosts(tenant: string) {
 
 describe('the credit check (402) and holds', () => {
   it('a deduction never takes what a request in flight holds (409, nothing changes); the request is paid in full', async () => {
-    const body = chat('slow answer #sim:delay=1500 #sim:tokens=5');
+    const body = chat('slow answer #sim:delay=4000 #sim:tokens=5');
     const hold = holdFor(body);
     const { tenant, key } = await newTenant(3 * hold);
     const answer = post(`${gw.base}/chat/completions`, body, key);
@@ -98,7 +98,7 @@ describe('the credit check (402) and holds', () => {
   });
 
   it('200 concurrent requests against a balance that covers 10: at most 10 reach the provider, never below zero, every micro-unit accounted for', async () => {
-    const body = chat('slow answer #sim:delay=1500 #sim:tokens=5'); // all 200 are judged while the first holds are open
+    const body = chat('slow answer #sim:delay=4000 #sim:tokens=5'); // all 200 are judged while the first holds are open
     const hold = holdFor(body);
     const opening = 10 * hold + Math.floor(hold / 2);
     const { tenant, key } = await newTenant(opening);
@@ -129,27 +129,27 @@ describe('the credit check (402) and holds', () => {
 
   it('the hold is the worst case worked out by hand, not by the code under test', async () => {
     // svc-quick → sim-quick-1 at 100,000 / 400,000 micro-units per million tokens (in/out).
-    // Prompt bound: JSON of the messages, [{"role":"user","content":"x #sim:delay=800"}] = 46 bytes,
-    // + 8 per message + 16 = 70 tokens; completion bound: max_tokens 50.
-    // ceil((70 × 100,000 + 50 × 400,000) / 1,000,000) = 27 micro-units.
-    const body = chat('x #sim:delay=800');
-    expect(JSON.stringify(body.messages).length).toBe(46);
-    expect(holdFor(body)).toBe(27); // the tests' oracle agrees with the hand calculation
+    // Prompt bound: JSON of the messages, [{"role":"user","content":"x #sim:delay=4000"}] = 47 bytes,
+    // + 8 per message + 16 = 71 tokens; completion bound: max_tokens 50.
+    // ceil((71 × 100,000 + 50 × 400,000) / 1,000,000) = ceil(27.1) = 28 micro-units.
+    const body = chat('x #sim:delay=4000');
+    expect(JSON.stringify(body.messages).length).toBe(47);
+    expect(holdFor(body)).toBe(28); // the tests' oracle agrees with the hand calculation
     const { tenant, key } = await newTenant(1_000_000);
     const inFlight = post(`${gw.base}/chat/completions`, body, key);
-    expect(await firstHold(tenant)).toBe(27); // and so does the gateway, through Envoy
+    expect(await firstHold(tenant)).toBe(28); // and so does the gateway, through Envoy
     expect((await inFlight).status).toBe(200);
   });
 
   it('max_tokens and max_completion_tokens together: the hold covers max_completion_tokens (hand-worked)', async () => {
     // As above, with completion bounded by max_completion_tokens 500 (max_tokens 50 is not what counts):
-    // ceil((70 × 100,000 + 500 × 400,000) / 1,000,000) = 207 micro-units.
-    const body = chat('x #sim:delay=800', { max_completion_tokens: 500 });
+    // ceil((71 × 100,000 + 500 × 400,000) / 1,000,000) = ceil(207.1) = 208 micro-units.
+    const body = chat('x #sim:delay=4000', { max_completion_tokens: 500 });
     expect(body.max_tokens).toBe(50);
-    expect(holdFor(body)).toBe(207);
+    expect(holdFor(body)).toBe(208);
     const { tenant, key } = await newTenant(1_000_000);
     const inFlight = post(`${gw.base}/chat/completions`, body, key);
-    expect(await firstHold(tenant)).toBe(207);
+    expect(await firstHold(tenant)).toBe(208);
     expect((await inFlight).status).toBe(200);
   });
 
@@ -176,7 +176,8 @@ describe('the credit check (402) and holds', () => {
       const r = await post(`${gw.base}/chat/completions`, chat(`x ${directive} #sim:fail-after=0`, { stream: true }), key);
       expectEnvelope(r, 502, 'upstream_error');
     }
-    const left = await readSse(`${gw.base}/chat/completions`, chat('x #sim:prefill=2000', { stream: true }), key, { abortAfterMs: 300 });
+    // The first token comes after 5 s: the client (gone after 0.3 s) gets none, however late its timer fires.
+    const left = await readSse(`${gw.base}/chat/completions`, chat('x #sim:prefill=5000', { stream: true }), key, { abortAfterMs: 300 });
     expect(left.events).toHaveLength(0);
     const a = await settled(tenant);
     expect(a).toMatchObject({ balance: 1_000_000, held: 0 });
@@ -186,7 +187,7 @@ describe('the credit check (402) and holds', () => {
 
 describe('spend caps (429)', () => {
   it('200 concurrent requests against a cap that covers 10: at most 10 served, spend never above the cap', async () => {
-    const body = chat('capped #sim:delay=1500 #sim:tokens=5');
+    const body = chat('capped #sim:delay=4000 #sim:tokens=5');
     const hold = holdFor(body);
     const { tenant, key } = await newTenant(1_000_000_000);
     const cap = 10 * hold + Math.floor(hold / 2);
@@ -389,15 +390,13 @@ describe('the store goes away (fails closed; nothing lost)', () => {
 
 describe('a crashed sidecar', () => {
   it('leaves a hold that expires and is released: nothing is charged', async () => {
-    const short = await startGateway({ store: 'redis', config: { billing: { creditCheck: true, holdTtlSeconds: 2 } } });
+    // A hold lives 5 s at most; the provider takes longer than that (the hold is there to be seen, even on a stalled box).
+    const short = await startGateway({ store: 'redis', config: { upstream: { idleTimeoutMs: 30_000 }, billing: { creditCheck: true, holdTtlSeconds: 5 } } });
     try {
       await short.admin.adjustCredits(short.tenantId, 1_000_000, 'g', 'test');
-      const pending = post(`${short.base}/chat/completions`, chat('x #sim:delay=3000'), short.key).catch(() => null);
+      const pending = post(`${short.base}/chat/completions`, chat('x #sim:delay=10000'), short.key).catch(() => null);
       let held = 0;
-      for (let i = 0; i < 50 && held === 0; i++) {
-        held = (await short.admin.account(short.tenantId)).held;
-        if (held === 0) await new Promise((r) => setTimeout(r, 20));
-      }
+      await until('the hold', async () => (held = (await short.admin.account(short.tenantId)).held) > 0, 10_000);
       expect(held).toBeGreaterThan(0); // the hold is placed, the provider is working
       const sidecar = short.stack.process('sidecar');
       sidecar.signal('SIGKILL'); // no settlement will ever come from this process
@@ -405,15 +404,12 @@ describe('a crashed sidecar', () => {
       await sidecar.restart();
       await sidecar.waitForLine(listeningLine, 20_000);
       let a = await short.admin.account(short.tenantId);
-      for (let i = 0; i < 100 && a.held !== 0; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        a = await short.admin.account(short.tenantId);
-      }
+      await until('the hold released', async () => (a = await short.admin.account(short.tenantId)).held === 0, 20_000).catch(() => {});
       expect(a).toMatchObject({ held: 0, balance: 1_000_000, spent: 0 });
     } finally {
       await short.stop();
     }
-  });
+  }, 90_000);
 });
 
 describe('credit check off', () => {
@@ -442,6 +438,9 @@ describe('throttling (429 rate_limit_exceeded, distinct from the spend cap)', ()
   it('requests per minute per key', async () => {
     const limited = await startGateway({ config: { billing: { creditCheck: false, rateLimits: { requestsPerMinute: 3 } } } });
     try {
+      // Fixed one-minute windows: the five requests go well inside one (a new minute would let the fourth through).
+      const intoMinute = Date.now() % 60_000;
+      if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 200));
       const replies = [];
       for (let i = 0; i < 5; i++) replies.push(await post(`${limited.base}/chat/completions`, chat('hi'), limited.key));
       expect(replies.slice(0, 3).every((r) => r.status === 200)).toBe(true);

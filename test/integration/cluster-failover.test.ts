@@ -10,8 +10,11 @@ import { describe, expect, it } from 'vitest';
 import { grantWhenReplicated, useReplicatedClusterGateway } from '../harness/cluster-gateway.js';
 import { books, reconciles, untilNothingHeld } from '../harness/money.js';
 import { expectEnvelope, post } from '../harness/http.js';
+import { until } from '../harness/until.js';
 
-const env = useReplicatedClusterGateway();
+// The gap between the kill and the replica's promotion is a little more than the cluster's node
+// timeout: 5 s, so the checks made right after the kill fall inside it even on a stalled box.
+const env = useReplicatedClusterGateway({ nodeTimeoutMs: 5_000 });
 
 const chat = (content: string) => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }] });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -31,7 +34,7 @@ describe('Redis Cluster failover', () => {
 
     // Answers on their way when the master dies: their settlements meet the failover.
     const inFlight = Array.from({ length: 6 }, () => post(`${env.gw.base}/chat/completions`, chat('slow #sim:delay=1500 #sim:tokens=3'), env.gw.key));
-    for (let i = 0; i < 100 && (await providerCalls()) < before + 6; i++) await sleep(20);
+    await until('the six answers at the provider', async () => (await providerCalls()) >= before + 6, 10_000);
 
     const master = await env.cluster.masterPortFor(`svc:acct:{${env.gw.tenantId}}`);
     await env.cluster.kill(master);

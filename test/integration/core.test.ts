@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startGateway, UUID, type TestGateway } from '../harness/gateway.js';
 import { call, expectEnvelope, expectNoLeak, post } from '../harness/http.js';
+import { logsCaughtUp } from '../harness/logs.js';
 
 let gw: TestGateway;
 const INTERNAL = ['sim-quick-1', 'sim-core-1', 'sim-deep-r1', 'sim-embed-1'];
@@ -330,13 +331,13 @@ describe('log lines', () => {
     const marker = 'PROMPT-TEXT-MARKER-5521';
     // With the memory store the account service runs inside the sidecar's process.
     const names = gw.stack.processes.filter((p) => ['sidecar', 'envoy', 'account'].includes(p.name)).map((p) => p.name);
-    await new Promise((res) => setTimeout(res, 300)); // earlier tests' lines are written asynchronously too
+    await logsCaughtUp(gw); // earlier tests' lines are written asynchronously too
     const before = names.map((n) => gw.stack.process(n).lines.length);
     const r = await post(`${gw.base}/chat/completions`, chat('svc-deep', { messages: [{ role: 'user', content: marker }] }), gw.key);
     expect(r.status).toBe(200);
     await post(`${gw.base}/chat/completions`, chat('sim-core-1'), gw.key); // refused: internal name in the request
     await post(`${gw.base}/embeddings`, { model: 'svc-embed', input: marker }, gw.key);
-    await new Promise((res) => setTimeout(res, 300)); // logs are written asynchronously
+    await logsCaughtUp(gw); // logs are written asynchronously
     // Only this test's lines (earlier tests put internal names in URLs themselves, which the access log records).
     const logs = names.map((n, i) => gw.stack.process(n).lines.slice(before[i]).join('\n')).join('\n');
     expect(logs).toContain(r.headers.get('x-request-id'));

@@ -3,6 +3,7 @@ import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { expectEnvelope, post } from '../harness/http.js';
 import { holdFor, reconciles, untilNothingHeld } from '../harness/money.js';
 import { readSse } from '../harness/sse.js';
+import { until } from '../harness/until.js';
 
 /**
  * Two sidecar processes behind Envoy's one sidecar cluster, on one Redis,
@@ -13,8 +14,13 @@ import { readSse } from '../harness/sse.js';
 let gw: TestGateway;
 
 beforeAll(async () => {
-  // Short lease: the holds of a killed process are reaped within seconds.
-  gw = await startGateway({ store: 'redis', sidecars: 2, config: { billing: { creditCheck: true, claimGraceSeconds: 3, holdLeaseSeconds: 2 } } });
+  // Short lease: the holds of a killed process are reaped within seconds. The provider takes 3 s for
+  // the burst a process is killed in (an idle timeout well above that).
+  gw = await startGateway({
+    store: 'redis',
+    sidecars: 2,
+    config: { upstream: { idleTimeoutMs: 30_000 }, billing: { creditCheck: true, claimGraceSeconds: 3, holdLeaseSeconds: 2 } },
+  });
 }, 120_000);
 afterAll(async () => {
   await gw?.stop();
@@ -40,16 +46,21 @@ async function servedBy(ids: readonly string[], timeoutMs = 10_000): Promise<Map
   }
 }
 
-/** A gauge summed over every sidecar process's /metrics. */
-async function gaugeSum(name: string): Promise<number> {
-  let sum = 0;
+/** A gauge of each sidecar process's /metrics. */
+async function gauges(name: string): Promise<number[]> {
+  const out: number[] = [];
   for (const s of gw.stack.sidecars) {
     const text = await (await fetch(`${s.adminUrl}/metrics`, { headers: { authorization: `Bearer ${gw.stack.adminToken}` } })).text();
     const line = text.split('\n').find((l) => l.startsWith(`${name} `));
     if (!line) throw new Error(`${s.process.name}: no ${name}`);
-    sum += Number(line.slice(name.length + 1));
+    out.push(Number(line.slice(name.length + 1)));
   }
-  return sum;
+  return out;
+}
+
+/** A gauge summed over every sidecar process's /metrics. */
+async function gaugeSum(name: string): Promise<number> {
+  return (await gauges(name)).reduce((a, b) => a + b, 0);
 }
 
 describe('two sidecar processes behind one Envoy cluster', () => {
@@ -104,13 +115,14 @@ describe('two sidecar processes behind one Envoy cluster', () => {
   it('kill -9 of one process mid-burst: the other serves on, the dead one\'s holds are reaped, the books reconcile', async () => {
     const t = await gw.admin.createTenant('cores-kill');
     const k = await gw.admin.createKey(t.id, {});
-    const slow = chat('cores kill #sim:tokens=5 #sim:delay=400');
+    const slow = chat('cores kill #sim:tokens=5 #sim:delay=3000');
     const opening = 100 * holdFor(gw.config, slow);
     await gw.admin.adjustCredits(t.id, opening, `cores-kill-${t.id}`, 'burst');
     const burst = (n: number, body: unknown) => Promise.all(Array.from({ length: n }, () => post(`${gw.base}/chat/completions`, body, k.key)));
 
     const during = burst(40, slow);
-    await sleep(200); // the burst's requests are in flight on both processes
+    // The burst's requests in flight on both processes (each holds credit for some): killed in the middle of them.
+    await until('requests of the burst held on both processes', async () => (await gauges('gateway_credit_holds_open')).every((n) => n > 0), 10_000);
     gw.stack.process('sidecar-2').signal('SIGKILL');
     const first = await during;
     // Those the dead process held fail with the gateway's envelope; the rest are served.

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { call, expectEnvelope, post, type Reply } from '../harness/http.js';
+import { logsCaughtUp } from '../harness/logs.js';
+import { until } from '../harness/until.js';
 
 /**
  * /v1/credits* through real Envoy and Redis with the bundled payment simulator:
@@ -85,14 +87,6 @@ async function allTransactions(g: TestGateway, auth: { key?: string; token?: str
   } while (cursor);
   return out;
 }
-
-const until = async (what: () => Promise<boolean>, ms = 10_000) => {
-  const end = Date.now() + ms;
-  while (!(await what())) {
-    if (Date.now() > end) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 
 describe('reads (item 6)', () => {
   it('GET /credits: balance, held, available, currency, cap and period spend, auto top-up, card, for a key and a session', async () => {
@@ -235,13 +229,17 @@ describe('auto top-up and the spend cap (items 8, 9)', () => {
 
 const chatBody = (content = 'hello') => ({ model: 'svc-quick', max_tokens: 50, messages: [{ role: 'user', content }] });
 const infer = (key: string, content?: string) => post(`${gw.base}/chat/completions`, chatBody(content), key);
-/** Until no hold is open and the ledger has stopped moving (settlements and auto top-ups are written after the response). */
+/**
+ * Until every settlement is written (settlements are written after the response): no hold open and no
+ * credit lease left (a request admitted inside a lease holds nothing until it settles; an idle lease goes
+ * back once none is left), and the ledger has stopped moving. An auto top-up may still be on its way.
+ */
 async function settled(ws: string): Promise<void> {
   let last = -1;
-  await until(async () => {
+  await until('every settlement written', async () => {
     const a = await gw.admin.account(ws);
     const n = (await gw.admin.ledger(ws, 10_000)).data.length;
-    const still = a.held === 0 && n === last;
+    const still = a.held === 0 && a.leased === 0 && n === last;
     last = n;
     if (!still) await new Promise((r) => setTimeout(r, 150));
     return still;
@@ -265,6 +263,9 @@ describe('auto top-up fires (item 8) and the money tests (item 16)', () => {
     const replies = await Promise.all(Array.from({ length: 50 }, () => infer(ws.memberKey)));
     for (const r of replies) expect(r.status, r.text).toBe(200);
     await settled(ws.id);
+    // The auto top-up is charged at the payment provider after the settlement that crossed the threshold.
+    await until('the auto top-up', async () => (await allTransactions(gw, { token: ws.owner })).some((t) => t.type === 'auto_topup'), 10_000).catch(() => {});
+    await settled(ws.id);
     const tx = await allTransactions(gw, { token: ws.owner });
     expect(tx.filter((t) => t.type === 'charge')).toHaveLength(50);
     expect(tx.filter((t) => t.type === 'auto_topup')).toHaveLength(1);
@@ -284,7 +285,7 @@ describe('auto top-up fires (item 8) and the money tests (item 16)', () => {
     await fetch(`${gw.paymentsUrl}/v1/tokens/${card}/behaviour`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ behaviour: 'decline' }) });
     expect((await infer(ws.ownerKey)).status).toBe(200);
     await settled(ws.id);
-    await until(async () => (await req(gw, 'GET', '/credits', { token: ws.owner })).json.auto_topup.enabled === false);
+    await until('the auto top-up switched off', async () => (await req(gw, 'GET', '/credits', { token: ws.owner })).json.auto_topup.enabled === false, 10_000);
     const credits = (await req(gw, 'GET', '/credits', { token: ws.owner })).json;
     expect(credits.auto_topup).toMatchObject({ enabled: false, disabled_reason: 'card_declined', threshold: 50_000_000 });
     const tx = await allTransactions(gw, { token: ws.owner });
@@ -342,8 +343,10 @@ describe('auto top-up fires (item 8) and the money tests (item 16)', () => {
     await traffic;
     expect(new Set(seen).size).toBe(seen.length); // no duplicates
     for (const id of before) expect(seen.filter((s) => s === id)).toHaveLength(1); // no gaps
-    const after = (await gw.admin.ledger(ws.id, 10_000)).data.map((e) => e.id);
-    expect(after.length).toBeGreaterThan(before.length); // inference really ran meanwhile
+    // Inference really ran meanwhile (its settlements are written after the responses).
+    let after: string[] = [];
+    await until("the traffic's settlements", async () => (after = (await gw.admin.ledger(ws.id, 10_000)).data.map((e) => e.id)).length > before.length, 10_000).catch(() => {});
+    expect(after.length).toBeGreaterThan(before.length);
     // Newest first throughout: the order of the ledger itself.
     expect(seen).toEqual(after.filter((id) => seen.includes(id)));
   }, 60_000);
@@ -382,7 +385,7 @@ describe('the embedded memory store (item 1)', () => {
     expect((await req(mem, 'PUT', '/credits/auto-topup', { token: ws.owner }, { threshold: 10_000_000 - 1, tier: 'tier_25' })).status).toBe(200);
     const replies = await Promise.all(Array.from({ length: 10 }, () => post(`${mem.base}/chat/completions`, chatBody(), ws.memberKey)));
     for (const r of replies) expect(r.status).toBe(200);
-    await until(async () => (await allTransactions(mem, { token: ws.owner })).some((x) => x.type === 'auto_topup'));
+    await until('the auto top-up', async () => (await allTransactions(mem, { token: ws.owner })).some((x) => x.type === 'auto_topup'), 10_000);
     await new Promise((r) => setTimeout(r, 300));
     const tx = await allTransactions(mem, { token: ws.owner });
     expect(tx.filter((x) => x.type === 'auto_topup')).toHaveLength(1);
@@ -397,7 +400,8 @@ describe('nothing secret in the logs', () => {
     await req(gw, 'POST', '/credits/topup', { token: ws.owner }, { tier: 'tier_10', payment_method: token, save_card: true });
     const created = await req(gw, 'POST', '/accounts/keys', { token: ws.owner }, { name: 'log-check' });
     expect(created.status).toBe(201);
-    await new Promise((r) => setTimeout(r, 300));
+    await until('the top-up logged', () => gw.stack.processes.some((p) => p.lines.some((l) => l.includes('top-up credited'))), 10_000).catch(() => {});
+    await logsCaughtUp(gw); // Envoy's and the sidecar's lines of the requests above
     const logs = gw.stack.processes.map((p) => p.lines.join('\n')).join('\n');
     expect(logs).toContain('top-up credited');
     for (const secret of [CARDS.ok, CARDS.declined, token, created.json.key, ws.ownerKey]) expect(logs).not.toContain(secret);

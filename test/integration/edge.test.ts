@@ -2,6 +2,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, UUID, type TestGateway } from '../harness/gateway.js';
 import { call, expectEnvelope, post } from '../harness/http.js';
+import { logsCaughtUp } from '../harness/logs.js';
 import { holdFor } from '../harness/money.js';
 import { readSse } from '../harness/sse.js';
 
@@ -375,7 +376,7 @@ describe('11. a key in the query string is never logged', () => {
   it('neither by the sidecar (refusals, requests) nor by Envoy', async () => {
     // With the memory store the account service runs inside the sidecar's process.
     const names = gw.stack.processes.filter((p) => ['sidecar', 'envoy', 'account'].includes(p.name)).map((p) => p.name);
-    await new Promise((r) => setTimeout(r, 300)); // earlier tests' lines first
+    await logsCaughtUp(gw); // earlier tests' lines first
     const before = names.map((n) => gw.stack.process(n).lines.length);
     const bogus = `svc_pk_${'Q'.repeat(43)}`;
     await call(`${gw.base}/models?api_key=${bogus}`);
@@ -383,7 +384,7 @@ describe('11. a key in the query string is never logged', () => {
     await call(`${gw.base}/models?api_key=${gw.key}`, { key: gw.key });
     await post(`${gw.base}/chat/completions?api_key=${gw.key}`, chatBody(), gw.key);
     await call(`${gw.base}/accounts/me?api_key=${gw.key}`);
-    await new Promise((r) => setTimeout(r, 300)); // logs are written asynchronously
+    await logsCaughtUp(gw); // logs are written asynchronously
     const logs = names.map((n, i) => gw.stack.process(n).lines.slice(before[i]).join('\n')).join('\n');
     expect(logs).toContain('/v1/models'); // the requests were logged …
     expect(logs).not.toContain(bogus); // … without the credentials

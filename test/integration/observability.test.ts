@@ -8,6 +8,7 @@ import { REPO_ROOT } from '../../sidecar/stack/paths.js';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { call, post } from '../harness/http.js';
 import { readSse } from '../harness/sse.js';
+import { until } from '../harness/until.js';
 
 /** Metrics on the operator port and Envoy's JSON access log, through the real topology (Redis store). */
 let gw: TestGateway;
@@ -70,12 +71,8 @@ describe('Prometheus metrics (operator port, /metrics)', () => {
 
     // The settlement runs after the response; wait until it is counted.
     let after = '';
-    for (let i = 0; i < 80; i++) {
-      after = (await metricsText()).text;
-      const settled = sample(after, 'gateway_settlements_total', { op: 'settle', result: 'applied' }) - sample(before, 'gateway_settlements_total', { op: 'settle', result: 'applied' });
-      if (settled >= 2) break;
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    const settled = () => sample(after, 'gateway_settlements_total', { op: 'settle', result: 'applied' }) - sample(before, 'gateway_settlements_total', { op: 'settle', result: 'applied' });
+    await until('both settlements counted', async () => ((after = (await metricsText()).text), settled() >= 2), 10_000).catch(() => {});
     const delta = (name: string, labels: Record<string, string>) => sample(after, name, labels) - sample(before, name, labels);
     expect(delta('gateway_requests_total', { route: 'chat', alias: 'svc-quick', status: '200', code: '' })).toBe(1);
     expect(delta('gateway_requests_total', { route: 'chat', alias: 'svc-core', status: '200', code: '' })).toBe(1);

@@ -126,7 +126,8 @@ describe('Redis over TLS (rediss://) with an ACL user', () => {
     const cfg = parseConfig(mergeConfig(defaultConfig('svc'), { store: { kind: 'redis', url, username: 'gateway', ...store } }));
     if (cfg.store.kind !== 'redis') throw new Error('not redis');
     const prefix = `t${Math.random().toString(36).slice(2, 8)}`;
-    return createRedisStore({ url, prefix, client: redisClientOptions(cfg.store, env), connectTimeoutMs: 1500, commandTimeoutMs: 1500 });
+    // Generous deadlines: a TLS connection set up on a stalled box must not look refused (a refusal is an error, not a timeout).
+    return createRedisStore({ url, prefix, client: redisClientOptions(cfg.store, env), connectTimeoutMs: 10_000, commandTimeoutMs: 10_000 });
   }
 
   async function works(store: ReturnType<typeof storeFor>): Promise<void> {

@@ -3,6 +3,7 @@ import { parse as parseYaml, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { post } from '../harness/http.js';
+import { until } from '../harness/until.js';
 import { costOf } from '../../sidecar/src/domain/billing/pricing.js';
 import { defaultPrices } from '../../sidecar/src/config/defaults.js';
 
@@ -18,8 +19,10 @@ const INTERNAL = ['sim-quick-1', 'sim-core-1', 'sim-deep-r1', 'sim-embed-1'];
 type Raw = Record<string, any>;
 
 beforeAll(async () => {
-  a = await startGateway({ store: 'redis' });
-  b = await startGateway({ store: 'redis', redisUrl: a.redis!.url });
+  // A request below stays in flight for 3 s while the configuration changes: an idle timeout well above that.
+  const config = { upstream: { idleTimeoutMs: 30_000 } };
+  a = await startGateway({ store: 'redis', config });
+  b = await startGateway({ store: 'redis', redisUrl: a.redis!.url, config });
 });
 afterAll(async () => {
   await b?.stop();
@@ -44,17 +47,16 @@ const lastModel = async (gw: TestGateway) => {
 };
 const chat = (gw: TestGateway, model = 'svc-quick', content = 'which model') =>
   post(`${gw.base}/chat/completions`, { model, max_tokens: 10, messages: [{ role: 'user', content }] }, gw.key);
-/** The model an instance serves an alias with now, polled for up to 2 s (the move travels over pub/sub). */
+/** The model an instance serves an alias with now, polled for up to 10 s (the move travels over pub/sub). */
 const servedBy = async (gw: TestGateway, alias: string, want: string) => {
   let got = '';
-  for (let i = 0; i < 40; i++) {
+  await until(`${alias} served by ${want}`, async () => {
     const r = await chat(gw, alias);
     expect(r.status).toBe(200);
     expect(r.json.model).toBe(alias); // the caller only ever sees the alias
     got = await lastModel(gw);
-    if (got === want) break;
-    await new Promise((res) => setTimeout(res, 50));
-  }
+    return got === want;
+  }, 10_000);
   return got;
 };
 const settingsHashOf = async (gw: TestGateway) => {
@@ -143,9 +145,11 @@ describe('configuration reload', () => {
   });
 
   it('a request in flight finishes on the assignment and price it was admitted with; SIGHUP reloads and reaches the other instance', async () => {
-    // Slow request on svc-quick (now sim-core-1) through b.
-    const slow = chat(b, 'svc-quick', 'in flight #sim:delay=1500 #sim:tokens=4');
-    await new Promise((r) => setTimeout(r, 400));
+    // Slow request on svc-quick (now sim-core-1) through b: admitted (at the provider) before the change, still in flight during it.
+    const inFlightAtProvider = async () => (await b.sim('/_sim/stats')).recent.some((x: Raw) => String(x.body?.messages?.[0]?.content).startsWith('in flight'));
+    expect(await inFlightAtProvider()).toBe(false);
+    const slow = chat(b, 'svc-quick', 'in flight #sim:delay=3000 #sim:tokens=4');
+    await until('the slow request at the provider', inFlightAtProvider, 10_000);
     // b's file: svc-quick moves back to sim-quick-1 and sim-core-1 gets ten times dearer.
     writeConfig(b, (c) => {
       family(c, 'svc-quick').model = 'sim-quick-1';

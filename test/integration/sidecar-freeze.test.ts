@@ -12,6 +12,7 @@ import { SIDECAR_KEEPALIVE } from '../../sidecar/stack/envoy-config.js';
 import { startGateway, UUID, type TestGateway } from '../harness/gateway.js';
 import { books, reconciles, untilNothingHeld } from '../harness/money.js';
 import { readSse } from '../harness/sse.js';
+import { until } from '../harness/until.js';
 
 const LEASE_SECONDS = 2;
 let gw: TestGateway;
@@ -53,15 +54,19 @@ function expectUnavailable(a: Answer): void {
 describe('a sidecar that stops answering', () => {
   it('callers in flight and new ones get the 503 envelope within the keepalive bound, not the provider idle timeout; the books reconcile after', async () => {
     const sidecar = gw.stack.process('sidecar').pid!;
-    // A JSON chat whose provider answers after 1.5 s (after the freeze), and a stream under way.
-    const inFlight = chat('slow answer #sim:delay=1500');
+    const providerChats = async (): Promise<number> => (await gw.sim('/_sim/stats')).requestsByPath['/v1/chat/completions'] ?? 0;
+    const seen = await providerChats();
+    // A JSON chat whose provider answers after 5 s (after the freeze), and a stream under way (6 s long).
+    const inFlight = chat('slow answer #sim:delay=5000');
+    let streamEvents = 0;
     const stream = readSse(
       `${gw.base}/chat/completions`,
       { model: 'svc-quick', stream: true, messages: [{ role: 'user', content: 'story #sim:tokens=60 #sim:chunk-delay=100' }] },
       key,
-      { timeoutMs: 120_000 },
+      { timeoutMs: 120_000, onEvent: () => void streamEvents++ },
     ).then((r) => ({ ...r, endedAt: Date.now() }));
-    await new Promise((r) => setTimeout(r, 600));
+    // Frozen once both are past the sidecar's checks: the chat at the provider, the stream's first events with the caller.
+    await until('the chat at the provider and the stream under way', async () => streamEvents > 0 && (await providerChats()) >= seen + 2, 10_000);
     process.kill(sidecar, 'SIGSTOP');
     const frozenAt = Date.now();
     let answers: [Answer, Answer, { status: number; events: string[]; endedAt: number }];

@@ -1,17 +1,29 @@
+import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startGateway, UUID, type TestGateway } from '../harness/gateway.js';
 import { post } from '../harness/http.js';
+import { reservePort } from '../harness/ports.js';
 import { readSse } from '../harness/sse.js';
+import { until } from '../harness/until.js';
 
 let gw: TestGateway;
+/**
+ * Upstream idle timeout 10 s (the sidecar ends a stream silent for 9 s): for the streams paced slowly
+ * enough that a stalled box neither runs them into the idle timeout nor hands a whole burst of
+ * events to the gateway in one read, and for the long first token below.
+ */
+let slow: TestGateway;
 const INTERNAL = ['sim-quick-1', 'sim-core-1', 'sim-deep-r1', 'sim-embed-1'];
 
 beforeAll(async () => {
-  gw = await startGateway(); // upstream idle timeout 3 s
+  [gw, slow] = await Promise.all([
+    startGateway(), // upstream idle timeout 3 s
+    startGateway({ config: { upstream: { idleTimeoutMs: 10_000 } } }),
+  ]);
 });
 afterAll(async () => {
-  await gw?.stop();
+  await Promise.all([gw?.stop(), slow?.stop()]);
 });
 
 const streamBody = (content: string, extra: Record<string, unknown> = {}, model = 'svc-core') => ({
@@ -24,8 +36,8 @@ const lastUpstream = async () => {
   const s = await gw.sim('/_sim/stats');
   return s.recent[s.recent.length - 1];
 };
-const sidecarSummary = (requestId: string) =>
-  gw.stack
+const sidecarSummary = (requestId: string, g: TestGateway = gw) =>
+  g.stack
     .process('sidecar')
     .lines.map((l) => {
       try {
@@ -36,9 +48,8 @@ const sidecarSummary = (requestId: string) =>
     })
     .find((l) => l?.msg === 'request' && l.request_id === requestId);
 
-const waitForSummary = async (requestId: string) => {
-  for (let i = 0; i < 40 && !sidecarSummary(requestId); i++) await new Promise((r) => setTimeout(r, 25));
-};
+const waitForSummary = (requestId: string, g: TestGateway = gw) =>
+  until(`the sidecar's line of ${requestId}`, () => Boolean(sidecarSummary(requestId, g)), 10_000).catch(() => {});
 
 describe('streamed chat completions', () => {
   it('chunk order: deltas, then one final chunk with usage and svc, then [DONE]', async () => {
@@ -105,16 +116,6 @@ describe('streamed chat completions', () => {
     expect(chunks[chunks.length - 1].usage).toBeDefined();
   });
 
-  it('delivers each event as the provider sends it (no buffering)', async () => {
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('Hi #sim:tokens=6 #sim:chunk-delay=150'), gw.key);
-    expect(r.events.length).toBeGreaterThanOrEqual(8);
-    const total = r.times[r.times.length - 1]!;
-    // The first content arrives long before the stream ends (about 8 × 150 ms).
-    expect(r.times[1]!).toBeLessThan(total - 600);
-    const gaps = r.times.slice(2, 7).map((t, i) => t - r.times[i + 1]!);
-    expect(Math.min(...gaps)).toBeGreaterThan(60);
-  });
-
   it('reasoning text never reaches the client; its tokens count in completion_tokens', async () => {
     const r = await readSse(`${gw.base}/chat/completions`, streamBody('Think #sim:tokens=3 #sim:reasoning=7', {}, 'svc-deep'), gw.key);
     expect(r.raw).not.toMatch(/reasoning/);
@@ -134,6 +135,58 @@ describe('streamed chat completions', () => {
     const args = calls.map((t: any) => t.function?.arguments ?? '').join('');
     expect(JSON.parse(args)).toHaveProperty('q');
     expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe('tool_calls');
+  });
+});
+
+describe('event by event', () => {
+  // A provider that sends each word only once the caller has the one before: a gateway that kept
+  // events back (the whole answer, or until more data or some size) leaves it waiting. Causal, not
+  // timed: a stalled box delays the exchange but cannot fail it.
+  const WORDS = 8;
+  let lockstep: TestGateway;
+  let provider: Server;
+  let wordsWithCaller = 0;
+  const keptBack: number[] = [];
+
+  beforeAll(async () => {
+    const reserved = await reservePort();
+    lockstep = await startGateway({ simulator: false, config: { upstream: { baseUrl: `http://127.0.0.1:${reserved.port}/v1`, idleTimeoutMs: 10_000 } } });
+    await reserved.release();
+    provider = createServer((req, res) => {
+      req.resume();
+      req.on('end', async () => {
+        const chunk = (body: Record<string, unknown>) =>
+          `data: ${JSON.stringify({ id: 'chatcmpl-lockstep', object: 'chat.completion.chunk', created: 1, model: 'sim-core-1', ...body })}\n\n`;
+        const delta = (d: Record<string, unknown>, finish: string | null = null) => chunk({ choices: [{ index: 0, delta: d, finish_reason: finish }] });
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        res.write(delta({ role: 'assistant', content: '' }));
+        for (let i = 0; i < WORDS; i++) {
+          res.write(delta({ content: `word${i} ` }));
+          await until(`word ${i} with the caller`, () => wordsWithCaller > i, 5_000).catch(() => keptBack.push(i));
+        }
+        res.write(delta({}, 'stop'));
+        res.write(chunk({ choices: [], usage: { prompt_tokens: 3, completion_tokens: WORDS, total_tokens: WORDS + 3 } }));
+        res.end('data: [DONE]\n\n');
+      });
+    });
+    await new Promise<void>((resolve) => provider.listen(reserved.port, '127.0.0.1', () => resolve()));
+  });
+  afterAll(async () => {
+    await lockstep?.stop();
+    await new Promise<void>((resolve) => (provider ? provider.close(() => resolve()) : resolve()));
+  });
+
+  it('delivers each event as the provider sends it (no buffering)', async () => {
+    const r = await readSse(`${lockstep.base}/chat/completions`, streamBody('Hi'), lockstep.key, {
+      onEvent: (e) => {
+        if (e !== '[DONE]' && JSON.parse(e).choices?.[0]?.delta?.content) wordsWithCaller++;
+      },
+    });
+    expect(r.status).toBe(200);
+    expect(r.error).toBeNull();
+    expect(keptBack).toEqual([]); // every word reached the caller before the provider sent the next one
+    expect(wordsWithCaller).toBe(WORDS);
+    expect(r.events.at(-1)).toBe('[DONE]');
   });
 });
 
@@ -229,8 +282,9 @@ describe('provider failures and departures', () => {
 
   it('an error event from the provider mid-stream ends the stream with the envelope and request id', async () => {
     // Paced, so the first events reach the caller before the failure (arriving together, the
-    // caller would have got nothing yet: that is the clean-502 case tested below).
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-error-event #sim:chunk-delay=30'), gw.key);
+    // caller would have got nothing yet: that is the clean-502 case tested below). 500 ms apart:
+    // only a gateway stalled for over a second would read them together.
+    const r = await readSse(`${slow.base}/chat/completions`, streamBody('x #sim:midstream-error-event #sim:chunk-delay=500'), slow.key);
     expect(r.status).toBe(200);
     const last = JSON.parse(r.events[r.events.length - 1]!);
     expect(last.error).toMatchObject({ code: 'upstream_error', type: 'api_error', request_id: r.headers.get('x-request-id') });
@@ -240,7 +294,7 @@ describe('provider failures and departures', () => {
   it('a provider chunk that is not JSON mid-stream: the stream ends with the error event, and every event the caller gets is JSON', async () => {
     // The chunk has the shape of every other one but a raw control character in its content:
     // only a parse (or a check as strict) tells it apart; it must not reach the caller.
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-malformed #sim:chunk-delay=30'), gw.key);
+    const r = await readSse(`${slow.base}/chat/completions`, streamBody('x #sim:midstream-malformed #sim:chunk-delay=500'), slow.key);
     expect(r.status).toBe(200);
     expect(r.error).toBeNull();
     expect(r.events).not.toContain('[DONE]');
@@ -252,7 +306,7 @@ describe('provider failures and departures', () => {
   });
 
   it('a provider that ends its stream cleanly before any finish_reason: the stream ends with an error event, not a clean end', async () => {
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:midstream-end #sim:chunk-delay=30'), gw.key);
+    const r = await readSse(`${slow.base}/chat/completions`, streamBody('x #sim:midstream-end #sim:chunk-delay=500'), slow.key);
     expect(r.status).toBe(200);
     expect(r.error).toBeNull();
     expect(r.events).not.toContain('[DONE]');
@@ -297,28 +351,23 @@ describe('provider failures and departures', () => {
   });
 
   it('a provider connection that breaks mid-stream cuts the client stream (Envoy resets it; no [DONE]), nothing hangs', async () => {
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:chunk-delay=50 #sim:midstream-error'), gw.key, { timeoutMs: 15_000 });
+    const r = await readSse(`${slow.base}/chat/completions`, streamBody('x #sim:chunk-delay=500 #sim:midstream-error'), slow.key, { timeoutMs: 15_000 });
     expect(r.events).not.toContain('[DONE]');
     expect(r.error).not.toBeNull(); // an upstream reset after the first byte cannot be turned into an event
   });
 
   it('a client that goes away: the provider request is cancelled and delivered tokens are known', async () => {
-    await gw.sim('/_sim/reset', { method: 'POST' });
-    const r = await readSse(`${gw.base}/chat/completions`, streamBody('x #sim:tokens=40 #sim:chunk-delay=100'), gw.key, { abortAfterEvents: 4 });
+    await slow.sim('/_sim/reset', { method: 'POST' });
+    // 300 ms a token: the client leaves after 4 events, seconds before a 20th token, even from a stalled box.
+    const r = await readSse(`${slow.base}/chat/completions`, streamBody('x #sim:tokens=40 #sim:chunk-delay=300'), slow.key, { abortAfterEvents: 4 });
     const rid = r.headers.get('x-request-id')!;
     let cancelled = 0;
-    for (let i = 0; i < 30 && cancelled === 0; i++) {
-      await new Promise((res) => setTimeout(res, 50));
-      cancelled = (await gw.sim('/_sim/stats')).streams.cancelled;
-    }
+    await until('the provider request cancelled', async () => (cancelled = (await slow.sim('/_sim/stats')).streams.cancelled) > 0, 10_000).catch(() => {});
     expect(cancelled).toBe(1);
-    const stats = await gw.sim('/_sim/stats');
+    const stats = await slow.sim('/_sim/stats');
     expect(stats.cancellations[0].contentTokensSent).toBeLessThan(40);
-    let summary: any;
-    for (let i = 0; i < 20 && !summary; i++) {
-      summary = sidecarSummary(rid);
-      if (!summary) await new Promise((res) => setTimeout(res, 50));
-    }
+    await waitForSummary(rid, slow);
+    const summary = sidecarSummary(rid, slow);
     expect(summary).toMatchObject({ outcome: 'interrupted', usage_estimated: true });
     // Counted from what was delivered (about 4 characters a token): at least one per content delta seen, far below 40.
     const delivered = r.events.map((e) => JSON.parse(e)).filter((c) => c.choices?.[0]?.delta?.content).length;
@@ -328,14 +377,6 @@ describe('provider failures and departures', () => {
 });
 
 describe('a long first token', () => {
-  let slow: TestGateway;
-  beforeAll(async () => {
-    slow = await startGateway({ config: { upstream: { idleTimeoutMs: 10_000 } } });
-  });
-  afterAll(async () => {
-    await slow?.stop();
-  });
-
   it("headers kept back longer than ext_proc's message timeout (5 s) still stream normally", async () => {
     const r = await readSse(`${slow.base}/chat/completions`, streamBody('x #sim:prefill=5500 #sim:tokens=3'), slow.key, { timeoutMs: 15_000 });
     expect(r.status).toBe(200);
