@@ -16,6 +16,7 @@
  */
 import { startGateway, type TestGateway } from '../harness/gateway.js';
 import { books, reconciles, untilNothingHeld, type Books } from '../harness/money.js';
+import { until } from '../harness/until.js';
 import { listeningLine } from '../../sidecar/stack/process.js';
 import { mixedTraffic, type Outcome, type Traffic } from './traffic.js';
 import { MiB, mb, memory, sampleMemory, servesAgain, slowReader, unauthenticatedUpload, type Memory } from './probes.js';
@@ -104,14 +105,6 @@ export interface Scenario {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, ok: () => boolean, timeoutMs: number): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 /** The fault strikes once a quarter of the traffic is done (requests of every kind in flight). */
 const midTraffic = async (ctx: Ctx) => {

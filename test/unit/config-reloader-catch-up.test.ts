@@ -7,6 +7,7 @@ import type { Config } from '../../sidecar/src/config/schema.js';
 import { LiveConfig } from '../../sidecar/src/domain/live-config.js';
 import { createBroadcast, parseRetained, type Broadcast } from '../../sidecar/src/store/key-events.js';
 import { type RedisServer, startRedis } from '../harness/redis.js';
+import { until } from '../harness/until.js';
 
 /**
  * A reload reaches every instance over Redis pub/sub. A message is lost when
@@ -78,13 +79,8 @@ async function instance(brand: string, load: () => Config = () => base) {
   const live = new LiveConfig(base);
   const reloader = new ConfigReloader({ live, log: silent, broadcast: wire.broadcast, load, applied: () => {} });
   // Subscribed, first look at what was published before (a fresh connection: how long it takes is the box's).
-  if (!(await until(wire.settled, 5000))) throw new Error('the instance never subscribed to the broadcast');
+  await until('the instance subscribed to the broadcast', wire.settled);
   return { ...wire, live, reloader };
-}
-
-async function until(check: () => boolean, ms = 3000): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await sleep(25)) if (check()) return true;
-  return check();
 }
 
 describe('configuration reload: an instance that missed the broadcast', () => {
@@ -93,7 +89,7 @@ describe('configuration reload: an instance that missed the broadcast', () => {
     const b = await instance('t1');
     try {
       expect((await a.reloader.reload('api')).ok).toBe(true);
-      expect(await until(() => quickModel(b.live) === 'sim-core-1')).toBe(true);
+      await until('the reload applied on the other instance', () => quickModel(b.live) === 'sim-core-1');
     } finally {
       await a.broadcast.close();
       await b.broadcast.close();
@@ -109,7 +105,7 @@ describe('configuration reload: an instance that missed the broadcast', () => {
       await sleep(200);
       expect(quickModel(b.live)).toBe('sim-quick-1'); // missed
       b.resubscribe();
-      expect(await until(() => quickModel(b.live) === 'sim-core-1')).toBe(true);
+      await until('the reload applied on the other instance', () => quickModel(b.live) === 'sim-core-1');
       expect(b.live.current.generation).toBe(1);
     } finally {
       await a.broadcast.close();
