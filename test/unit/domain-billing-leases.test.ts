@@ -111,6 +111,17 @@ async function firstRequest(billing: Billing): Promise<void> {
   for (const deadline = Date.now() + 5000; billing.leased === 0 && Date.now() < deadline; ) await sleep(2);
 }
 
+/**
+ * A funded tenant and two instances on its ledger (the one that admits, the one that processes),
+ * with a claim grace of 1 s (tests with it move fake timers) and one clock that stands still.
+ */
+async function twoInstances() {
+  const { ledger } = await funded(10_000_000);
+  const graceful = configWith({ claimGraceSeconds: 1, creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } }).billing;
+  const clock = still();
+  return { ledger, authzSide: new Billing(ledger, graceful, journal(), quiet, clock, 'inst-a'), procSide: new Billing(ledger, graceful, journal(), quiet, clock, 'inst-b') };
+}
+
 /** req-0 held directly, req-1 committed inside the lease it opened; `recall` reaches this one instance (recorded). */
 async function committedOne(settings = cfg.billing, clock: () => number = still()) {
   const { ledger, calls, fail } = await funded(10_000_000);
@@ -336,11 +347,7 @@ describe('Billing with credit leases', () => {
 
   it('a commitment nobody processed: after the claim grace its tombstone is written and it goes back to the lease; one another process moved out does not', () =>
     withFakeTimeouts(async (advance) => {
-      const { ledger } = await funded(10_000_000);
-      const slowIdle = configWith({ claimGraceSeconds: 1, creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } }).billing;
-      const clock = still();
-      const authzSide = new Billing(ledger, slowIdle, journal(), quiet, clock, 'inst-a');
-      const procSide = new Billing(ledger, slowIdle, journal(), quiet, clock, 'inst-b');
+      const { ledger, authzSide, procSide } = await twoInstances();
       const hold = holdOf();
       expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
       expect(authzSide.claim('ten_1', 'req-0')).toBe(true);
@@ -608,11 +615,7 @@ describe('Billing with credit leases', () => {
 
   it('committed in one instance\'s lease, processed by another: that one moves it out into a claimed hold; one nobody processed goes back to the lease', () =>
     withFakeTimeouts(async (advance) => {
-      const { ledger } = await funded(10_000_000);
-      const graceful = configWith({ claimGraceSeconds: 1, creditLease: { enabled: true, requests: 8, headroom: 4, idleSeconds: 3600 } }).billing;
-      const clock = still();
-      const authzSide = new Billing(ledger, graceful, journal(), quiet, clock, 'inst-a');
-      const procSide = new Billing(ledger, graceful, journal(), quiet, clock, 'inst-b');
+      const { ledger, authzSide, procSide } = await twoInstances();
       expect((await authzSide.admit(principal, ctxOf(), 'req-0')).ok).toBe(true);
       await advance(5);
       const r1 = await authzSide.admit(principal, ctxOf(), 'req-1');
