@@ -21,10 +21,9 @@ export class IpAllowlist {
     const addr = normalisePeer(peer);
     const family = isIP(addr);
     if (family === 0) return false;
-    if (this.list.check(addr, family === 4 ? 'ipv4' : 'ipv6')) return true;
-    // An IPv4 client seen through a dual-stack socket (::ffff:a.b.c.d).
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(addr);
-    return mapped ? this.list.check(mapped[1] as string, 'ipv4') : false;
+    // An IPv4 client seen through a dual-stack socket (::ffff:a.b.c.d, or its
+    // hex form ::ffff:c633:6405) matches IPv4 entries: BlockList does that.
+    return this.list.check(addr, family === 4 ? 'ipv4' : 'ipv6');
   }
 }
 
