@@ -18,6 +18,17 @@ export function bodyEndpointOf(path: string, apiPrefix: string): BodyEndpoint | 
   return null;
 }
 
+/**
+ * The top-level fields a `__proto__` refusal may name in its `param`: the
+ * poisoning keys themselves and OpenAI's request fields that hold objects.
+ * Any other top-level key is the caller's own text (of any length), which an
+ * error never echoes: the refusal then names `body`.
+ */
+const NAMEABLE_FIELDS: ReadonlySet<string> = new Set([
+  '__proto__', 'constructor', 'messages', 'tools', 'tool_choice', 'functions', 'function_call', 'response_format',
+  'stream_options', 'metadata', 'logit_bias', 'prediction', 'audio', 'modalities', 'web_search_options', 'stop', 'input',
+]);
+
 export interface AdmissionPolicy {
   readonly catalog: Catalog;
   readonly defaultTemperature: number;
@@ -50,7 +61,10 @@ export function admitBody(endpoint: BodyEndpoint, method: string, body: Buffer |
   if (poisoned !== null) {
     return {
       ok: false,
-      error: gatewayError(Errors.invalidRequest, { param: poisoned, message: 'A __proto__ key (or constructor.prototype) is not accepted in a request body.' }),
+      error: gatewayError(Errors.invalidRequest, {
+        param: NAMEABLE_FIELDS.has(poisoned) ? poisoned : 'body',
+        message: 'A __proto__ key (or constructor.prototype) is not accepted in a request body.',
+      }),
     };
   }
   // What goes up unchanged (the messages, an embeddings input) is sent as the caller's own bytes.
