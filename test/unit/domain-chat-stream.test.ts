@@ -7,6 +7,7 @@ import { Catalog } from '../../sidecar/src/domain/catalog.js';
 import { admitChat } from '../../sidecar/src/domain/chat-request.js';
 import type { InferenceContext } from '../../sidecar/src/domain/request-context.js';
 import { ChatStreamRewriter } from '../../sidecar/src/domain/sse/chat-stream.js';
+import { events, sse } from '../harness/sse-frames.js';
 
 const cfg = parseConfig(defaultConfig('svc'));
 const catalog = new Catalog(cfg.models, cfg.brand);
@@ -24,19 +25,6 @@ const rewriter = (ctx = ctxFor('svc-quick')) => new ChatStreamRewriter(ctx, 'req
 const base = { id: 'chatcmpl-up', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'sim-quick-1', system_fingerprint: 'fp' };
 const delta = (d: Record<string, unknown>, finish: string | null = null) => ({ ...base, choices: [{ index: 0, delta: d, finish_reason: finish }] });
 const usageChunk = { ...base, choices: [], usage: { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 } };
-const sse = (...events: unknown[]) => events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join('');
-
-/** Output events as parsed JSON ('[DONE]' kept as a string). */
-function events(out: string): unknown[] {
-  return out
-    .split('\n\n')
-    .filter((e) => e.length > 0)
-    .map((e) => {
-      expect(e.startsWith('data: ')).toBe(true);
-      const d = e.slice(6);
-      return d === '[DONE]' ? d : JSON.parse(d);
-    });
-}
 
 function run(input: string, r = rewriter(), chunks: Buffer[] = [Buffer.from(input)]): { out: unknown[]; r: ChatStreamRewriter } {
   const text = chunks.map((c) => r.push(c).toString()).join('') + r.end().toString();

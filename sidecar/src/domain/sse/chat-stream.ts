@@ -38,7 +38,8 @@ export class ChatStreamRewriter {
   private template: ChunkTemplate | null = null;
   /** What a spliced chunk says before its choices, made again only when `created` changes (once per stream). */
   private spliceHead = '';
-  private spliceHeadCreated = -1;
+  /** The `created` spliceHead was made for; NaN (equal to nothing) until it is first made, so a provider's `created` of any value gets its head. */
+  private spliceHeadCreated = Number.NaN;
 
   constructor(
     private readonly ctx: InferenceContext,

@@ -292,7 +292,7 @@ function scanChoices(s: string, i: number, out: ChoicesScan): void {
   if (s.charCodeAt(i) === CLOSE_BRACKET) out.end = i + 1;
 }
 
-/** Index just past the delta object at `i` (-1: not an object of message fields); counts its content. */
+/** Index just past the delta object at `i` (-1: not an object of message fields); counts its generated text (content, refusal, tool arguments). */
 function scanDelta(s: string, i: number, out: ChoicesScan): number {
   const delta = new Members(s, i);
   while (delta.next()) {
@@ -305,7 +305,7 @@ function scanDelta(s: string, i: number, out: ChoicesScan): number {
           out.contentChars += end - v - 2;
           out.contentAt = v;
           out.contentEnd = end;
-        }
+        } else if (keyIs(s, ks, ke, 'refusal')) out.contentChars += end - v - 2; // generated too: billed when the provider reports no usage
       } else out.contentChars += markedChars(s, v, end);
     }
     if (!delta.endValue(end)) return -1;
