@@ -325,6 +325,12 @@ describe('8. what the provider receives is what the gateway validated', () => {
     const inner = await call(`${gw.base}/chat/completions`, { method: 'POST', key: gw.key, body: '{"model":"svc-core","messages":[{"role":"user","content":"hi","__proto__":{"x":1}}]}' });
     expectEnvelope(inner, 400, 'invalid_request');
     expect(inner.json.error.param).toBe('messages');
+    // In a field of the caller's own naming, the name is the caller's text: never echoed, param is body.
+    const own = 'sk-live-OWN-FIELD-NAME';
+    const custom = await call(`${gw.base}/chat/completions`, { method: 'POST', key: gw.key, body: `{"model":"svc-core","messages":[{"role":"user","content":"hi"}],"${own}":{"__proto__":{"x":1}}}` });
+    expectEnvelope(custom, 400, 'invalid_request');
+    expect(custom.json.error.param).toBe('body');
+    expect(custom.text).not.toContain(own);
     expect(await providerCount()).toBe(sent);
   });
 });

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startGateway, UUID, type TestGateway } from '../harness/gateway.js';
@@ -50,6 +50,25 @@ const sidecarSummary = (requestId: string, g: TestGateway = gw) =>
 
 const waitForSummary = (requestId: string, g: TestGateway = gw) =>
   until(`the sidecar's line of ${requestId}`, () => Boolean(sidecarSummary(requestId, g)), 10_000).catch(() => {});
+
+/** A gateway whose provider is `answer` (a test's own, called once the request body has arrived); stop() ends both. */
+async function ownProvider(answer: (res: ServerResponse) => void | Promise<void>): Promise<{ gateway: TestGateway; stop: () => Promise<void> }> {
+  const reserved = await reservePort();
+  const gateway = await startGateway({ simulator: false, config: { upstream: { baseUrl: `http://127.0.0.1:${reserved.port}/v1`, idleTimeoutMs: 10_000 } } });
+  await reserved.release();
+  const provider: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => void answer(res));
+  });
+  await new Promise<void>((resolve) => provider.listen(reserved.port, '127.0.0.1', () => resolve()));
+  return {
+    gateway,
+    stop: async () => {
+      await gateway.stop();
+      await new Promise<void>((resolve) => provider.close(() => resolve()));
+    },
+  };
+}
 
 describe('streamed chat completions', () => {
   it('chunk order: deltas, then one final chunk with usage and svc, then [DONE]', async () => {
@@ -144,37 +163,27 @@ describe('event by event', () => {
   // timed: a stalled box delays the exchange but cannot fail it.
   const WORDS = 8;
   let lockstep: TestGateway;
-  let provider: Server;
+  let stop: () => Promise<void> = async () => {};
   let wordsWithCaller = 0;
   const keptBack: number[] = [];
 
   beforeAll(async () => {
-    const reserved = await reservePort();
-    lockstep = await startGateway({ simulator: false, config: { upstream: { baseUrl: `http://127.0.0.1:${reserved.port}/v1`, idleTimeoutMs: 10_000 } } });
-    await reserved.release();
-    provider = createServer((req, res) => {
-      req.resume();
-      req.on('end', async () => {
-        const chunk = (body: Record<string, unknown>) =>
-          `data: ${JSON.stringify({ id: 'chatcmpl-lockstep', object: 'chat.completion.chunk', created: 1, model: 'sim-core-1', ...body })}\n\n`;
-        const delta = (d: Record<string, unknown>, finish: string | null = null) => chunk({ choices: [{ index: 0, delta: d, finish_reason: finish }] });
-        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-        res.write(delta({ role: 'assistant', content: '' }));
-        for (let i = 0; i < WORDS; i++) {
-          res.write(delta({ content: `word${i} ` }));
-          await until(`word ${i} with the caller`, () => wordsWithCaller > i, 5_000).catch(() => keptBack.push(i));
-        }
-        res.write(delta({}, 'stop'));
-        res.write(chunk({ choices: [], usage: { prompt_tokens: 3, completion_tokens: WORDS, total_tokens: WORDS + 3 } }));
-        res.end('data: [DONE]\n\n');
-      });
-    });
-    await new Promise<void>((resolve) => provider.listen(reserved.port, '127.0.0.1', () => resolve()));
+    ({ gateway: lockstep, stop } = await ownProvider(async (res) => {
+      const chunk = (body: Record<string, unknown>) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-lockstep', object: 'chat.completion.chunk', created: 1, model: 'sim-core-1', ...body })}\n\n`;
+      const delta = (d: Record<string, unknown>, finish: string | null = null) => chunk({ choices: [{ index: 0, delta: d, finish_reason: finish }] });
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.write(delta({ role: 'assistant', content: '' }));
+      for (let i = 0; i < WORDS; i++) {
+        res.write(delta({ content: `word${i} ` }));
+        await until(`word ${i} with the caller`, () => wordsWithCaller > i, 5_000).catch(() => keptBack.push(i));
+      }
+      res.write(delta({}, 'stop'));
+      res.write(chunk({ choices: [], usage: { prompt_tokens: 3, completion_tokens: WORDS, total_tokens: WORDS + 3 } }));
+      res.end('data: [DONE]\n\n');
+    }));
   });
-  afterAll(async () => {
-    await lockstep?.stop();
-    await new Promise<void>((resolve) => (provider ? provider.close(() => resolve()) : resolve()));
-  });
+  afterAll(() => stop());
 
   it('delivers each event as the provider sends it (no buffering)', async () => {
     const r = await readSse(`${lockstep.base}/chat/completions`, streamBody('Hi'), lockstep.key, {
@@ -187,6 +196,38 @@ describe('event by event', () => {
     expect(keptBack).toEqual([]); // every word reached the caller before the provider sent the next one
     expect(wordsWithCaller).toBe(WORDS);
     expect(r.events.at(-1)).toBe('[DONE]');
+  });
+});
+
+describe('a provider that refuses and reports no usage', () => {
+  // Plain refusal deltas (what the rewriter reads without parsing) and no usage chunk: the gateway
+  // counts the refusal as generated text, as it counts content, and the caller's usage says so.
+  const REFUSAL = 'I cannot help with that request, I am afraid, sorry.'; // 52 characters: 13 tokens at 4 a token
+  let refusing: TestGateway;
+  let stop: () => Promise<void> = async () => {};
+
+  beforeAll(async () => {
+    ({ gateway: refusing, stop } = await ownProvider((res) => {
+      const delta = (d: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-refusal', object: 'chat.completion.chunk', created: 1, model: 'sim-core-1', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`;
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.write(delta({ role: 'assistant', refusal: REFUSAL.slice(0, 20) }));
+      res.write(delta({ refusal: REFUSAL.slice(20) }));
+      res.write(delta({}, 'stop'));
+      res.end('data: [DONE]\n\n');
+    }));
+  });
+  afterAll(() => stop());
+
+  it('delivers the refusal and counts it in the final usage', async () => {
+    const r = await readSse(`${refusing.base}/chat/completions`, streamBody('Hi'), refusing.key);
+    expect(r.status).toBe(200);
+    expect(r.events.at(-1)).toBe('[DONE]');
+    const chunks = r.events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(chunks.map((c) => c.choices[0]?.delta?.refusal ?? '').join('')).toBe(REFUSAL);
+    const final = chunks.at(-1);
+    expect(final.choices).toEqual([]);
+    expect(final.usage.completion_tokens).toBe(13);
   });
 });
 

@@ -205,7 +205,9 @@ export function mayBePoisoned(bytes: Buffer): boolean {
  * carrying `prototype`, anywhere in a parsed body (`__proto__` itself when it
  * is at the top); null when there is none. Providers' JSON parsers refuse
  * these, so the gateway refuses them instead of sending them up. Only the
- * top-level field is named: deeper key names are the caller's text.
+ * top-level field is returned (deeper key names are never looked at); a
+ * top-level name can be the caller's text too, so admitBody names it in an
+ * error only when it is one of the request fields it knows.
  */
 export function poisonedField(body: unknown): string | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
